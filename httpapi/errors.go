@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/ingest"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// statusOf maps a ThingsBoard error code to its HTTP status (compat §7.6).
+func statusOf(c engine.Code) int {
+	switch c {
+	case engine.CodeAuthentication, engine.CodeJWTExpired, engine.CodeCredentialsExp:
+		return fasthttp.StatusUnauthorized
+	case engine.CodePermissionDenied:
+		return fasthttp.StatusForbidden
+	case engine.CodeInvalidArguments, engine.CodeBadRequestParams:
+		return fasthttp.StatusBadRequest
+	case engine.CodeItemNotFound:
+		return fasthttp.StatusNotFound
+	case engine.CodeTooManyRequests:
+		return fasthttp.StatusTooManyRequests
+	case engine.CodeVersionConflict:
+		return fasthttp.StatusConflict
+	case engine.CodeUnavailable:
+		return fasthttp.StatusServiceUnavailable
+	}
+	return fasthttp.StatusInternalServerError
+}
+
+// fail is the one place that turns an error into the JSON error body
+// {"status","message","errorCode","timestamp"}.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
+	var ee *engine.Error
+	var ce *codec.Error
+	switch {
+	case errors.As(err, &ee):
+		writeError(ctx, statusOf(ee.Code), ee.Code, ee.Msg)
+	case errors.As(err, &ce):
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, ce.Msg)
+	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrClosed):
+		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
+	case errors.Is(err, storage.ErrUnavailable):
+		s.log.Error("storage unavailable", "path", string(ctx.Path()), "err", err)
+		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Storage is unavailable, retry later")
+	default:
+		s.log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
+		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
+	}
+}
+
+// writeError writes the JSON error body with the given status and code.
+func writeError(ctx *fasthttp.RequestCtx, status int, code engine.Code, msg string) {
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	b := ctx.Response.BodyWriter()
+	buf := make([]byte, 0, 96+len(msg))
+	buf = append(buf, `{"status":`...)
+	buf = strconv.AppendInt(buf, int64(status), 10)
+	buf = append(buf, `,"message":`...)
+	buf = appendJSONString(buf, msg)
+	buf = append(buf, `,"errorCode":`...)
+	buf = strconv.AppendInt(buf, int64(code), 10)
+	buf = append(buf, `,"timestamp":`...)
+	buf = strconv.AppendInt(buf, time.Now().UnixMilli(), 10)
+	buf = append(buf, '}')
+	b.Write(buf)
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// logger returns l, or a discarding logger when l is nil.
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,106 @@
+// Package httpapi is the HTTP front end of a Sluice node: the ThingsBoard device
+// API under /api/v1/{token}, the platform REST API under /api, and health. Handlers
+// are thin: decode, call one engine or ingest function, encode.
+package httpapi
+
+import (
+	"log/slog"
+
+	"github.com/bytedance/sonic"
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/ingest"
+)
+
+// Config holds the front-end limits.
+type Config struct {
+	// MaxBodySize is the largest request body accepted, in bytes (413 past it).
+	MaxBodySize int
+	// Limits bound the JSON of device and REST bodies.
+	Limits codec.Limits
+}
+
+// Server serves the HTTP APIs of one node.
+type Server struct {
+	cfg    Config
+	eng    *engine.Engine
+	ingest *ingest.Writer
+	log    *slog.Logger
+	ready  func() bool
+}
+
+// New returns the front end over eng and the telemetry writer w. ready reports
+// whether the node is ready to serve (for /healthz); nil means always.
+func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, ready func() bool) *Server {
+	if ready == nil {
+		ready = func() bool { return true }
+	}
+	return &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready}
+}
+
+// Handler returns the request handler with every route.
+func (s *Server) Handler() fasthttp.RequestHandler {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.GET("/healthz", s.healthz)
+	s.deviceRoutes(r)
+	s.authRoutes(r)
+	s.entityRoutes(r)
+	s.telemetryRoutes(r)
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		writeError(ctx, fasthttp.StatusNotFound, engine.CodeItemNotFound, "Path not found: "+string(ctx.Path()))
+	}
+	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, engine.CodeBadRequestParams,
+			"Request method '"+string(ctx.Method())+"' is not supported")
+	}
+	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
+		s.log.Error("handler panic", "path", string(ctx.Path()), "panic", v)
+		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
+	}
+	return r.Handler
+}
+
+// ErrorHandler answers requests fasthttp rejects before routing (body too large,
+// malformed request line or headers) with the JSON error body.
+func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if err == fasthttp.ErrBodyTooLarge {
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
+			"Payload size exceeds the limit of "+itoa(s.cfg.MaxBodySize)+" bytes")
+		return
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Malformed HTTP request")
+}
+
+func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
+	if !s.ready() {
+		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Node is starting")
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"status":"UP"}`)
+}
+
+// writeJSON encodes v as the 200 response body.
+func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, v any) {
+	b, err := sonic.Marshal(v)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// readJSON decodes the request body into v; a bad body is a 400.
+func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
+	if err := sonic.Unmarshal(ctx.PostBody(), v); err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid request body")
+		return false
+	}
+	return true
+}

@@ -1,0 +1,179 @@
+// Package ingest is the telemetry write path: rows parsed from a request are handed
+// to one of several shards, each shard groups the rows of every request waiting for
+// it into one storage write (group commit), and each request is answered only after
+// the write that holds its rows is durable.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"runtime"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// ErrOverloaded is returned when a shard's queue is full. The message names the
+// setting to raise, as the device sees it in its 503.
+var ErrOverloaded = errors.New("telemetry write queue is full; retry later or raise SLUICE_INGEST_QUEUE_SIZE")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("telemetry writer is shutting down")
+
+// Config sizes the write path. Zero fields take the defaults.
+type Config struct {
+	// Shards is the number of parallel writers (default GOMAXPROCS).
+	Shards int
+	// QueueSize is the number of requests that may wait per shard (default 1024).
+	QueueSize int
+	// MaxBatchRows caps the rows of one group commit (default 10000).
+	MaxBatchRows int
+}
+
+// Writer is the sharded group-commit writer in front of storage.Telemetry.
+type Writer struct {
+	store  storage.Telemetry
+	shards []*shard
+	seed   maphash.Seed
+
+	mu     sync.RWMutex // held for reading while enqueuing, for writing by Close
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type request struct {
+	rows []storage.Row
+	done chan error
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan error, 1)} }}
+
+type shard struct {
+	queue chan *request
+	quit  chan struct{}
+	batch []storage.Row
+	reqs  []*request
+	max   int
+}
+
+// NewWriter starts the shards of a writer over store.
+func NewWriter(store storage.Telemetry, cfg Config) *Writer {
+	if cfg.Shards <= 0 {
+		cfg.Shards = runtime.GOMAXPROCS(0)
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 1024
+	}
+	if cfg.MaxBatchRows <= 0 {
+		cfg.MaxBatchRows = 10000
+	}
+	w := &Writer{store: store, seed: maphash.MakeSeed()}
+	for range cfg.Shards {
+		s := &shard{queue: make(chan *request, cfg.QueueSize), quit: make(chan struct{}), max: cfg.MaxBatchRows}
+		w.shards = append(w.shards, s)
+		w.wg.Add(1)
+		go w.run(s)
+	}
+	return w
+}
+
+// Write stores rows and returns once they are durable. Rows may alias request
+// memory: the caller must keep it alive until Write returns, which it does anyway
+// because it waits. Rows of one call should belong to one entity (one request);
+// that entity picks the shard, so one device's writes keep their order.
+func (w *Writer) Write(ctx context.Context, rows []storage.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	s := w.shards[w.shardOf(rows[0].EntityID)]
+	req := requestPool.Get().(*request)
+	req.rows = rows
+
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		requestPool.Put(req)
+		return ErrClosed
+	}
+	select {
+	case s.queue <- req:
+	default:
+		w.mu.RUnlock()
+		requestPool.Put(req)
+		return ErrOverloaded
+	}
+	w.mu.RUnlock()
+
+	// Wait for the commit even if ctx ends: the rows may already be in a batch and
+	// req must not go back to the pool while a shard still holds it.
+	err := <-req.done
+	req.rows = nil
+	requestPool.Put(req)
+	return err
+}
+
+func (w *Writer) shardOf(id uuid.UUID) int {
+	return int(maphash.Bytes(w.seed, id[:]) % uint64(len(w.shards)))
+}
+
+// run is a shard's loop: take one request, then whatever else is already waiting
+// (up to max rows), write them in one call, answer them all.
+func (w *Writer) run(s *shard) {
+	defer w.wg.Done()
+	for {
+		var first *request
+		select {
+		case first = <-s.queue:
+		case <-s.quit:
+			// Close has stopped new enqueues; drain what is left.
+			for {
+				select {
+				case r := <-s.queue:
+					w.commit(s, r)
+				default:
+					return
+				}
+			}
+		}
+		w.commit(s, first)
+	}
+}
+
+func (w *Writer) commit(s *shard, first *request) {
+	s.batch = append(s.batch[:0], first.rows...)
+	s.reqs = append(s.reqs[:0], first)
+gather:
+	for len(s.batch) < s.max {
+		select {
+		case r := <-s.queue:
+			s.batch = append(s.batch, r.rows...)
+			s.reqs = append(s.reqs, r)
+		default:
+			break gather
+		}
+	}
+	err := w.store.Write(context.Background(), s.batch)
+	for i, r := range s.reqs {
+		r.done <- err
+		s.reqs[i] = nil
+	}
+	clear(s.batch) // drop references into request bodies
+}
+
+// Close stops accepting writes, commits everything queued, and waits for the shards.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	for _, s := range w.shards {
+		close(s.quit)
+	}
+	w.wg.Wait()
+}

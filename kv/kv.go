@@ -1,0 +1,132 @@
+// Package kv holds the typed key-value data that flows from the wire to storage:
+// one Value type with the five ThingsBoard kinds, and the Entry that pairs it with
+// a key and a timestamp. It is a leaf package: everything imports it, it imports nothing.
+package kv
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Type is the kind of a Value, numbered as ThingsBoard's KeyValueType.
+type Type uint8
+
+const (
+	Bool   Type = 1
+	Long   Type = 2
+	Double Type = 3
+	String Type = 4
+	JSON   Type = 5
+)
+
+func (t Type) String() string {
+	switch t {
+	case Bool:
+		return "BOOLEAN"
+	case Long:
+		return "LONG"
+	case Double:
+		return "DOUBLE"
+	case String:
+		return "STRING"
+	case JSON:
+		return "JSON"
+	}
+	return "UNKNOWN"
+}
+
+// Value is one typed value. Exactly one of the fields is meaningful, chosen by Type.
+// Str holds the text of a String and the compact JSON text of a JSON value.
+type Value struct {
+	Type   Type
+	Bool   bool
+	Long   int64
+	Double float64
+	Str    string
+}
+
+// BoolValue, LongValue, DoubleValue, StringValue and JSONValue build Values.
+func BoolValue(b bool) Value         { return Value{Type: Bool, Bool: b} }
+func LongValue(n int64) Value        { return Value{Type: Long, Long: n} }
+func DoubleValue(f float64) Value    { return Value{Type: Double, Double: f} }
+func StringValue(s string) Value     { return Value{Type: String, Str: s} }
+func JSONValue(compact string) Value { return Value{Type: JSON, Str: compact} }
+
+// Text renders the value the way ThingsBoard's REST API does when strict data
+// types are off: every kind as a string, doubles in Java's Double.toString form.
+func (v Value) Text() string {
+	switch v.Type {
+	case Bool:
+		return strconv.FormatBool(v.Bool)
+	case Long:
+		return strconv.FormatInt(v.Long, 10)
+	case Double:
+		return FormatDouble(v.Double)
+	}
+	return v.Str
+}
+
+// AppendJSON appends the value as a JSON literal with its native type: numbers as
+// numbers, JSON values inline, strings quoted.
+func (v Value) AppendJSON(dst []byte) []byte {
+	switch v.Type {
+	case Bool:
+		return strconv.AppendBool(dst, v.Bool)
+	case Long:
+		return strconv.AppendInt(dst, v.Long, 10)
+	case Double:
+		return append(dst, FormatDouble(v.Double)...)
+	case JSON:
+		return append(dst, v.Str...)
+	}
+	return strconv.AppendQuote(dst, v.Str)
+}
+
+// Numeric reports the value as a float64 when it is a number (or a boolean, as 0/1).
+func (v Value) Numeric() (float64, bool) {
+	switch v.Type {
+	case Long:
+		return float64(v.Long), true
+	case Double:
+		return v.Double, true
+	}
+	return 0, false
+}
+
+// FormatDouble formats f as Java's Double.toString does for the common range
+// (42.0, 0.5, 1.0E10), so clients written for ThingsBoard parse what they expect.
+func FormatDouble(f float64) string {
+	abs := f
+	if abs < 0 {
+		abs = -abs
+	}
+	if abs != 0 && (abs < 1e-3 || abs >= 1e7) {
+		// Java: scientific with at least one fractional digit and "E".
+		s := strconv.FormatFloat(f, 'E', -1, 64)
+		mant, exp, _ := strings.Cut(s, "E")
+		if !strings.Contains(mant, ".") {
+			mant += ".0"
+		}
+		if exp[0] == '+' {
+			exp = exp[1:]
+		}
+		exp = strings.TrimLeft(exp, "0")
+		if strings.HasPrefix(exp, "-") {
+			exp = "-" + strings.TrimLeft(exp[1:], "0")
+		}
+		return mant + "E" + exp
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".NI") {
+		s += ".0"
+	}
+	return s
+}
+
+// Entry is one timestamped key-value: a telemetry point, or an attribute with
+// its lastUpdateTs in Ts.
+type Entry struct {
+	Ts    int64
+	Key   string
+	Value Value
+}
