@@ -1,0 +1,219 @@
+// Package config loads the node configuration: built-in defaults, then the YAML
+// file (configs/sluice.yaml), then environment variables, which win. Every key has
+// an environment variable; a bad value stops start-up with a message naming it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+
+	"github.com/caarlos0/env/v11"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole node configuration. Field names are unique across the
+// struct so that an environment parse error can be traced back to its variable.
+type Config struct {
+	HTTP   HTTP   `yaml:"http"`
+	SSL    SSL    `yaml:"ssl"`
+	Data   Data   `yaml:"data"`
+	Auth   Auth   `yaml:"auth"`
+	Ingest Ingest `yaml:"ingest"`
+	Limits Limits `yaml:"limits"`
+	Log    Log    `yaml:"log"`
+}
+
+// HTTP is the listener.
+type HTTP struct {
+	BindAddress string `yaml:"bind_address" env:"HTTP_BIND_ADDRESS"`
+	BindPort    int    `yaml:"bind_port" env:"HTTP_BIND_PORT"`
+}
+
+// SSL turns on HTTPS on the HTTP port (plain HTTP keeps working there too).
+type SSL struct {
+	SSLEnabled bool   `yaml:"enabled" env:"SSL_ENABLED"`
+	PemCert    string `yaml:"pem_cert" env:"SSL_PEM_CERT"`
+	PemKey     string `yaml:"pem_key" env:"SSL_PEM_KEY"`
+}
+
+// Data is where the embedded back end keeps its folder, and whether demo data is loaded.
+type Data struct {
+	Dir  string `yaml:"dir" env:"SLUICE_DATA_DIR"`
+	Demo bool   `yaml:"demo" env:"SLUICE_DEMO"`
+}
+
+// Auth configures JWTs and the first system administrator.
+type Auth struct {
+	// SigningKey signs JWTs; empty means generate one on first start and keep it
+	// in the data folder.
+	SigningKey string `yaml:"jwt_signing_key" env:"JWT_TOKEN_SIGNING_KEY"`
+	// TokenExpiration and RefreshExpiration are in seconds.
+	TokenExpiration   int    `yaml:"jwt_token_expiration_time" env:"JWT_TOKEN_EXPIRATION_TIME"`
+	RefreshExpiration int    `yaml:"jwt_refresh_token_expiration_time" env:"JWT_REFRESH_TOKEN_EXPIRATION_TIME"`
+	Issuer            string `yaml:"jwt_token_issuer" env:"JWT_TOKEN_ISSUER"`
+	// SysadminPassword is the first sysadmin's password; empty means generated and
+	// printed once (or "sysadmin" with demo data).
+	SysadminPassword string `yaml:"sysadmin_password" env:"SLUICE_SYSADMIN_PASSWORD"`
+}
+
+// Ingest sizes the telemetry write path.
+type Ingest struct {
+	Shards       int `yaml:"shards" env:"SLUICE_INGEST_SHARDS"`
+	QueueSize    int `yaml:"queue_size" env:"SLUICE_INGEST_QUEUE_SIZE"`
+	MaxBatchRows int `yaml:"max_batch_rows" env:"SLUICE_INGEST_MAX_BATCH_ROWS"`
+}
+
+// Limits bound request bodies.
+type Limits struct {
+	MaxBodySize   int `yaml:"max_body_size" env:"SLUICE_MAX_BODY_SIZE"`
+	MaxJSONDepth  int `yaml:"max_json_depth" env:"SLUICE_MAX_JSON_DEPTH"`
+	MaxObjectKeys int `yaml:"max_object_keys" env:"SLUICE_MAX_OBJECT_KEYS"`
+	MaxEntries    int `yaml:"max_entries" env:"SLUICE_MAX_ENTRIES"`
+	MaxKeyLen     int `yaml:"max_key_length" env:"SLUICE_MAX_KEY_LENGTH"`
+	MaxValueLen   int `yaml:"max_value_length" env:"SLUICE_MAX_VALUE_LENGTH"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string `yaml:"level" env:"SLUICE_LOG_LEVEL"`
+	Format string `yaml:"format" env:"SLUICE_LOG_FORMAT"`
+}
+
+// Default returns the built-in defaults (the values documented in the README).
+func Default() Config {
+	return Config{
+		HTTP:   HTTP{BindAddress: "0.0.0.0", BindPort: 8080},
+		Data:   Data{Dir: "./data"},
+		Auth:   Auth{TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io"},
+		Ingest: Ingest{QueueSize: 1024, MaxBatchRows: 10000},
+		Limits: Limits{
+			MaxBodySize: 50 << 20, MaxJSONDepth: 32, MaxObjectKeys: 1000,
+			MaxEntries: 100000, MaxKeyLen: 255, MaxValueLen: 1 << 20,
+		},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}
+
+// Load returns the defaults overlaid with the YAML file at path (skipped when path
+// is empty) and then with environ (KEY=value pairs, as os.Environ gives).
+func Load(path string, environ []string) (Config, error) {
+	c := Default()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("cannot read config file: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	if err := env.ParseWithOptions(&c, env.Options{Environment: env.ToMap(environ)}); err != nil {
+		return c, envError(err)
+	}
+	return c, c.Validate()
+}
+
+// envError rewrites the library's "field X" errors to name the variable.
+func envError(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	var msgs []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			msgs = append(msgs, fmt.Errorf("%s: invalid value: %v", envName(reflect.TypeFor[Config](), pe.Name), pe.Err))
+			continue
+		}
+		msgs = append(msgs, e)
+	}
+	return errors.Join(msgs...)
+}
+
+// envName finds the env tag of the field called name anywhere in t.
+func envName(t reflect.Type, name string) string {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Name == name {
+			if tag := f.Tag.Get("env"); tag != "" {
+				return tag
+			}
+		}
+		if f.Type.Kind() == reflect.Struct {
+			if n := envName(f.Type, name); n != name {
+				return n
+			}
+		}
+	}
+	return name
+}
+
+// Validate checks ranges and combinations, naming the variable of a bad value.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.HTTP.BindPort < 0 || c.HTTP.BindPort > 65535 {
+		bad("HTTP_BIND_PORT", "must be between 0 and 65535, got %d", c.HTTP.BindPort)
+	}
+	if c.SSL.SSLEnabled {
+		if c.SSL.PemCert == "" {
+			bad("SSL_PEM_CERT", "is required when SSL_ENABLED=true")
+		} else if _, err := os.Stat(c.SSL.PemCert); err != nil {
+			bad("SSL_PEM_CERT", "cannot read %s: %v", c.SSL.PemCert, err)
+		}
+		if c.SSL.PemKey == "" {
+			bad("SSL_PEM_KEY", "is required when SSL_ENABLED=true")
+		} else if _, err := os.Stat(c.SSL.PemKey); err != nil {
+			bad("SSL_PEM_KEY", "cannot read %s: %v", c.SSL.PemKey, err)
+		}
+	}
+	if c.Data.Dir == "" {
+		bad("SLUICE_DATA_DIR", "must not be empty")
+	}
+	if c.Auth.SigningKey != "" && len(c.Auth.SigningKey) < 32 {
+		bad("JWT_TOKEN_SIGNING_KEY", "must be at least 32 characters (HS512)")
+	}
+	positive := []struct {
+		key string
+		v   int
+	}{
+		{"JWT_TOKEN_EXPIRATION_TIME", c.Auth.TokenExpiration},
+		{"JWT_REFRESH_TOKEN_EXPIRATION_TIME", c.Auth.RefreshExpiration},
+		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
+		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
+		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},
+		{"SLUICE_MAX_JSON_DEPTH", c.Limits.MaxJSONDepth},
+		{"SLUICE_MAX_OBJECT_KEYS", c.Limits.MaxObjectKeys},
+		{"SLUICE_MAX_ENTRIES", c.Limits.MaxEntries},
+		{"SLUICE_MAX_KEY_LENGTH", c.Limits.MaxKeyLen},
+		{"SLUICE_MAX_VALUE_LENGTH", c.Limits.MaxValueLen},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			bad(p.key, "must be positive, got %d", p.v)
+		}
+	}
+	if c.Ingest.Shards < 0 {
+		bad("SLUICE_INGEST_SHARDS", "must not be negative (0 means one per CPU), got %d", c.Ingest.Shards)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("SLUICE_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("SLUICE_LOG_FORMAT", "must be text or json, got %q", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,59 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestShippedFileMatchesDefaults(t *testing.T) {
+	c, err := Load("../configs/sluice.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != Default() {
+		t.Fatalf("configs/sluice.yaml differs from Default():\n%+v\n%+v", c, Default())
+	}
+}
+
+func TestEnvOverridesFile(t *testing.T) {
+	c, err := Load("../configs/sluice.yaml", []string{
+		"HTTP_BIND_PORT=9090", "SLUICE_DEMO=true", "JWT_TOKEN_EXPIRATION_TIME=60", "SLUICE_DATA_DIR=/tmp/x",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.BindPort != 9090 || !c.Data.Demo || c.Auth.TokenExpiration != 60 || c.Data.Dir != "/tmp/x" {
+		t.Fatalf("env not applied: %+v", c)
+	}
+}
+
+func TestBadValuesNameTheKey(t *testing.T) {
+	f := func(env, wantKey string) {
+		t.Helper()
+		_, err := Load("", []string{env})
+		if err == nil || !strings.Contains(err.Error(), wantKey) {
+			t.Fatalf("%s: want error naming %s, got %v", env, wantKey, err)
+		}
+	}
+	f("HTTP_BIND_PORT=abc", "HTTP_BIND_PORT")
+	f("HTTP_BIND_PORT=70000", "HTTP_BIND_PORT")
+	f("SSL_ENABLED=maybe", "SSL_ENABLED")
+	f("SSL_ENABLED=true", "SSL_PEM_CERT")
+	f("JWT_TOKEN_EXPIRATION_TIME=-1", "JWT_TOKEN_EXPIRATION_TIME")
+	f("JWT_REFRESH_TOKEN_EXPIRATION_TIME=x", "JWT_REFRESH_TOKEN_EXPIRATION_TIME")
+	f("JWT_TOKEN_SIGNING_KEY=short", "JWT_TOKEN_SIGNING_KEY")
+	f("SLUICE_DEMO=yes please", "SLUICE_DEMO")
+	f("SLUICE_INGEST_QUEUE_SIZE=0", "SLUICE_INGEST_QUEUE_SIZE")
+	f("SLUICE_MAX_BODY_SIZE=-5", "SLUICE_MAX_BODY_SIZE")
+	f("SLUICE_LOG_LEVEL=loud", "SLUICE_LOG_LEVEL")
+}
+
+func TestUnknownFileKeyRejected(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(p, []byte("http:\n  bind_prot: 1\n"), 0o600)
+	if _, err := Load(p, nil); err == nil || !strings.Contains(err.Error(), "bind_prot") {
+		t.Fatalf("want error naming bind_prot, got %v", err)
+	}
+}
