@@ -82,7 +82,7 @@ func (v Value) AppendJSON(dst []byte) []byte {
 	return strconv.AppendQuote(dst, v.Str)
 }
 
-// Numeric reports the value as a float64 when it is a number (or a boolean, as 0/1).
+// Numeric reports the value as a float64 when it is a Long or a Double.
 func (v Value) Numeric() (float64, bool) {
 	switch v.Type {
 	case Long:

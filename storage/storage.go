@@ -48,9 +48,10 @@ const (
 //
 // With Agg == AggNone or Interval <= 0 the raw points come back, at most Limit of
 // them (0 means 100), newest first unless Asc. Otherwise the range is cut into
-// buckets [start, start+Interval) from StartTs, each non-empty bucket gives one point
-// whose Ts is the bucket midpoint (start + Interval/2, clipped to the range end as
-// ThingsBoard does), in ascending order unless !Asc; Limit does not apply.
+// buckets [start, start+Interval) from StartTs, the last one clipped to EndTs; each
+// non-empty bucket gives one point whose Ts is the middle of its (clipped) bucket,
+// start + (min(start+Interval, EndTs)-start)/2 as ThingsBoard computes it, in
+// ascending order unless !Asc; Limit does not apply.
 //
 // Aggregation typing follows ThingsBoard: COUNT is a Long over all values; MIN, MAX
 // and SUM over only Long values are Long, over any Double (or mixed) are Double; AVG
@@ -67,9 +68,9 @@ type ReadQuery struct {
 	Asc      bool
 }
 
-// DeleteQuery removes the history of Keys in [StartTs, EndTs) and optionally the
-// latest value. When the latest value is deleted and RewriteLatest is set, the newest
-// remaining point (if any) becomes the latest value.
+// DeleteQuery removes the history of Keys in [StartTs, EndTs). With DeleteLatest the
+// latest value goes too when its ts lies in that range; then, with RewriteLatest, the
+// newest remaining point (if any) becomes the latest value.
 type DeleteQuery struct {
 	EntityID      uuid.UUID
 	Keys          []string

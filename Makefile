@@ -1,0 +1,42 @@
+# Sluice: `make run` starts a node on the embedded default with demo data,
+# `make test` runs every test. Only Go is needed.
+GO      ?= go
+FUZZTIME ?= 10s
+
+.PHONY: build run test test-short fuzz bench vet fmt clean
+
+build:
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+run: build
+	SLUICE_DEMO=true ./bin/sluice
+
+# vet, formatting, the race-enabled test suite, then a short run of every fuzz target.
+test: vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+test-short:
+	$(GO) test -count=1 ./...
+
+# Each fuzz target runs for FUZZTIME; crashers land in testdata/fuzz and become seeds.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./storage/... ./ingest/ ./bench/...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin data

@@ -1,0 +1,96 @@
+package storagetest
+
+import (
+	"math"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+func testAggregate(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	id := uuid.New()
+	// Buckets of 10 over [100, 145):
+	//   [100,110) Longs only   [110,120) Long and Double   [120,130) empty
+	//   [130,140) Doubles only [140,145) non-numeric only, clipped to the range end
+	// Values are exact binary fractions so that no summation order changes a result.
+	write(t, b, id,
+		long(99, "v", 1000), // before the range
+		long(101, "v", 1), long(105, "v", 5),
+		long(111, "v", 2), double(112, "v", 0.5),
+		double(131, "v", 1.5), double(133, "v", 2.25),
+		str(141, "v", "x"), kv.Entry{Ts: 142, Key: "v", Value: kv.BoolValue(true)}, kv.Entry{Ts: 143, Key: "v", Value: kv.JSONValue(`{"a":1}`)},
+		long(145, "v", 1000), // at the range end
+	)
+	f := func(agg storage.Agg, want ...kv.Entry) {
+		t.Helper()
+		q := storage.ReadQuery{EntityID: id, Key: "v", StartTs: 100, EndTs: 145, Interval: 10, Agg: agg, Asc: true}
+		got, err := b.Read(t.Context(), q)
+		must(t, err)
+		checkEntries(t, "ascending", got, want)
+
+		q.Asc = false
+		got, err = b.Read(t.Context(), q)
+		must(t, err)
+		var rev []kv.Entry
+		for i := len(want) - 1; i >= 0; i-- {
+			rev = append(rev, want[i])
+		}
+		checkEntries(t, "descending", got, rev)
+	}
+	f(storage.AggMin, long(105, "v", 1), double(115, "v", 0.5), double(135, "v", 1.5))
+	f(storage.AggMax, long(105, "v", 5), double(115, "v", 2), double(135, "v", 2.25))
+	f(storage.AggSum, long(105, "v", 6), double(115, "v", 2.5), double(135, "v", 3.75))
+	f(storage.AggAvg, double(105, "v", 3), double(115, "v", 1.25), double(135, "v", 1.875))
+	f(storage.AggCount, long(105, "v", 2), long(115, "v", 2), long(135, "v", 2), long(142, "v", 3))
+
+	t.Run("LongSumIsExact", func(t *testing.T) {
+		// 2^53+1 is not a float64; a sum through doubles would lose the 1.
+		write(t, b, id, long(1000, "big", 1<<53+1), long(1001, "big", 1))
+		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "big", StartTs: 1000, EndTs: 1010, Interval: 10, Agg: storage.AggSum})
+		must(t, err)
+		checkEntries(t, "sum", got, []kv.Entry{long(1005, "big", 1<<53+2)})
+		got, err = b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "big", StartTs: 1000, EndTs: 1010, Interval: 10, Agg: storage.AggMax})
+		must(t, err)
+		checkEntries(t, "max", got, []kv.Entry{long(1005, "big", 1<<53+1)})
+	})
+
+	t.Run("NegativeLongs", func(t *testing.T) {
+		write(t, b, id, long(2000, "neg", -5), long(2001, "neg", math.MinInt64+10), long(2002, "neg", -1))
+		q := storage.ReadQuery{EntityID: id, Key: "neg", StartTs: 2000, EndTs: 2010, Interval: 10}
+		for _, tc := range []struct {
+			agg  storage.Agg
+			want int64
+		}{{storage.AggMin, math.MinInt64 + 10}, {storage.AggMax, -1}} {
+			q.Agg = tc.agg
+			got, err := b.Read(t.Context(), q)
+			must(t, err)
+			checkEntries(t, "min/max", got, []kv.Entry{long(2005, "neg", tc.want)})
+		}
+	})
+
+	t.Run("NoLimit", func(t *testing.T) {
+		var es []kv.Entry
+		for i := range int64(150) {
+			es = append(es, long(3000+i, "many", i))
+		}
+		write(t, b, id, es...)
+		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "many", StartTs: 3000, EndTs: 3150, Interval: 1, Agg: storage.AggCount, Limit: 5})
+		must(t, err)
+		if len(got) != 150 || got[0].Ts != 3149 || got[0].Value.Long != 1 {
+			t.Fatalf("got %d buckets, want 150 newest first of COUNT 1", len(got))
+		}
+	})
+
+	t.Run("Midpoints", func(t *testing.T) {
+		// Buckets of 7 over [4000, 4016) start at 4000, 4007 and 4014; the last is
+		// clipped to [4014, 4016), so its midpoint is 4015, not 4014+7/2.
+		write(t, b, id, long(4000, "mid", 1), long(4013, "mid", 1), long(4015, "mid", 1))
+		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "mid", StartTs: 4000, EndTs: 4016, Interval: 7, Agg: storage.AggCount, Asc: true})
+		must(t, err)
+		checkEntries(t, "count", got, []kv.Entry{long(4003, "mid", 1), long(4010, "mid", 1), long(4015, "mid", 1)})
+	})
+}

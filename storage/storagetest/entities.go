@@ -1,0 +1,206 @@
+package storagetest
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+func checkRecord(t *testing.T, what string, got, want storage.Record) {
+	t.Helper()
+	if got.Kind != want.Kind || got.ID != want.ID || got.Owner != want.Owner ||
+		!bytes.Equal(got.Data, want.Data) || !slices.Equal(got.Unique, want.Unique) {
+		t.Fatalf("%s:\ngot  %+v\nwant %+v", what, got, want)
+	}
+}
+
+func checkErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: got error %v, want %v", what, err, want)
+	}
+}
+
+func testEntities(t *testing.T, open func(t *testing.T) storage.Backend) {
+	owner := uuid.New()
+	device := func(name string) storage.Record {
+		return storage.Record{
+			Kind:   "device",
+			ID:     uuid.New(),
+			Owner:  owner,
+			Data:   []byte(`{"name":"` + name + `"}`),
+			Unique: []string{"name:" + owner.String() + "/" + name, "token:" + name},
+		}
+	}
+
+	t.Run("PutGetLookup", func(t *testing.T) {
+		b := open(t)
+		r := device("d1")
+		must(t, b.Put(t.Context(), r))
+		got, err := b.Get(t.Context(), "device", r.ID)
+		must(t, err)
+		checkRecord(t, "Get", got, r)
+		for _, u := range r.Unique {
+			got, err := b.Lookup(t.Context(), "device", u)
+			must(t, err)
+			checkRecord(t, "Lookup "+u, got, r)
+		}
+		_, err = b.Get(t.Context(), "device", uuid.New())
+		checkErr(t, "Get missing id", err, storage.ErrNotFound)
+		_, err = b.Get(t.Context(), "asset", r.ID)
+		checkErr(t, "Get other kind", err, storage.ErrNotFound)
+		_, err = b.Lookup(t.Context(), "device", "token:missing")
+		checkErr(t, "Lookup missing", err, storage.ErrNotFound)
+		_, err = b.Lookup(t.Context(), "asset", "token:d1")
+		checkErr(t, "Lookup other kind", err, storage.ErrNotFound)
+	})
+
+	t.Run("NoUnique", func(t *testing.T) {
+		b := open(t)
+		r := storage.Record{Kind: "tenant", ID: uuid.New(), Data: []byte("t")}
+		must(t, b.Put(t.Context(), r))
+		got, err := b.Get(t.Context(), "tenant", r.ID)
+		must(t, err)
+		checkRecord(t, "Get", got, r)
+		list, err := b.List(t.Context(), "tenant", uuid.Nil)
+		must(t, err)
+		if len(list) != 1 {
+			t.Fatalf("List of system records: got %d, want 1", len(list))
+		}
+		checkRecord(t, "List", list[0], r)
+	})
+
+	t.Run("UpdateReleasesOldValues", func(t *testing.T) {
+		b := open(t)
+		r := device("old")
+		must(t, b.Put(t.Context(), r))
+		oldUnique := r.Unique
+		r.Data = []byte("v2")
+		r.Unique = []string{oldUnique[1], "name:new"}
+		must(t, b.Put(t.Context(), r))
+		got, err := b.Get(t.Context(), "device", r.ID)
+		must(t, err)
+		checkRecord(t, "Get after update", got, r)
+		_, err = b.Lookup(t.Context(), "device", oldUnique[0])
+		checkErr(t, "Lookup released value", err, storage.ErrNotFound)
+		got, err = b.Lookup(t.Context(), "device", "name:new")
+		must(t, err)
+		checkRecord(t, "Lookup new value", got, r)
+		// The released value is free for another record.
+		other := device("other")
+		other.Unique = []string{oldUnique[0]}
+		must(t, b.Put(t.Context(), other))
+	})
+
+	t.Run("Conflict", func(t *testing.T) {
+		b := open(t)
+		a := device("a")
+		must(t, b.Put(t.Context(), a))
+		c := device("c")
+		must(t, b.Put(t.Context(), c))
+
+		// A new record that takes a's value is not created.
+		n := device("n")
+		n.Unique = []string{"token:fresh", a.Unique[1]}
+		checkErr(t, "Put new conflicting", b.Put(t.Context(), n), storage.ErrConflict)
+		_, err := b.Get(t.Context(), "device", n.ID)
+		checkErr(t, "Get rejected record", err, storage.ErrNotFound)
+		_, err = b.Lookup(t.Context(), "device", "token:fresh")
+		checkErr(t, "Lookup value of rejected record", err, storage.ErrNotFound)
+
+		// An update of c that takes a's value changes nothing of c.
+		c2 := c
+		c2.Data = []byte("changed")
+		c2.Unique = []string{"token:other-fresh", a.Unique[0]}
+		checkErr(t, "Put update conflicting", b.Put(t.Context(), c2), storage.ErrConflict)
+		got, err := b.Get(t.Context(), "device", c.ID)
+		must(t, err)
+		checkRecord(t, "c unchanged", got, c)
+		for _, u := range c.Unique {
+			got, err := b.Lookup(t.Context(), "device", u)
+			must(t, err)
+			checkRecord(t, "c still holds "+u, got, c)
+		}
+		_, err = b.Lookup(t.Context(), "device", "token:other-fresh")
+		checkErr(t, "Lookup value of rejected update", err, storage.ErrNotFound)
+		got, err = b.Lookup(t.Context(), "device", a.Unique[0])
+		must(t, err)
+		checkRecord(t, "a keeps its value", got, a)
+
+		// Putting a record again with its own values is no conflict; other kinds
+		// have their own unique values.
+		must(t, b.Put(t.Context(), a))
+		must(t, b.Put(t.Context(), storage.Record{Kind: "asset", ID: uuid.New(), Owner: owner, Unique: a.Unique}))
+	})
+
+	t.Run("List", func(t *testing.T) {
+		b := open(t)
+		other := uuid.New()
+		var want []storage.Record
+		for i := range 10 {
+			r := device("d" + string(rune('0'+i)))
+			must(t, b.Put(t.Context(), r))
+			want = append(want, r)
+		}
+		must(t, b.Put(t.Context(), storage.Record{Kind: "device", ID: uuid.New(), Owner: other}))
+		must(t, b.Put(t.Context(), storage.Record{Kind: "asset", ID: uuid.New(), Owner: owner}))
+		slices.SortFunc(want, func(x, y storage.Record) int { return bytes.Compare(x.ID[:], y.ID[:]) })
+
+		got, err := b.List(t.Context(), "device", owner)
+		must(t, err)
+		if len(got) != len(want) {
+			t.Fatalf("List: got %d records, want %d", len(got), len(want))
+		}
+		for i := range got {
+			checkRecord(t, "List", got[i], want[i])
+		}
+		got, err = b.List(t.Context(), "device", uuid.New())
+		must(t, err)
+		if len(got) != 0 {
+			t.Fatalf("List of unknown owner: got %d records", len(got))
+		}
+
+		// Moving a record to another owner moves it between lists.
+		moved := want[3]
+		moved.Owner = other
+		must(t, b.Put(t.Context(), moved))
+		got, err = b.List(t.Context(), "device", owner)
+		must(t, err)
+		if len(got) != len(want)-1 {
+			t.Fatalf("List after move: got %d records, want %d", len(got), len(want)-1)
+		}
+		got, err = b.List(t.Context(), "device", other)
+		must(t, err)
+		if len(got) != 2 || !slices.ContainsFunc(got, func(r storage.Record) bool { return r.ID == moved.ID }) {
+			t.Fatalf("List of new owner: got %d records, want 2 with the moved one", len(got))
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		b := open(t)
+		r := device("gone")
+		must(t, b.Put(t.Context(), r))
+		must(t, b.Delete(t.Context(), "device", r.ID))
+		_, err := b.Get(t.Context(), "device", r.ID)
+		checkErr(t, "Get deleted", err, storage.ErrNotFound)
+		for _, u := range r.Unique {
+			_, err := b.Lookup(t.Context(), "device", u)
+			checkErr(t, "Lookup deleted "+u, err, storage.ErrNotFound)
+		}
+		list, err := b.List(t.Context(), "device", owner)
+		must(t, err)
+		if len(list) != 0 {
+			t.Fatalf("List after delete: got %d records", len(list))
+		}
+		checkErr(t, "Delete again", b.Delete(t.Context(), "device", r.ID), storage.ErrNotFound)
+		// Its unique values are free again.
+		again := device("again")
+		again.Unique = r.Unique
+		must(t, b.Put(t.Context(), again))
+	})
+}
