@@ -5,7 +5,12 @@
 package engine
 
 import (
+	"crypto/rand"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -21,6 +26,12 @@ type Config struct {
 	Issuer string
 	// MaxAggIntervals caps the number of buckets of an aggregated read (700 as in ThingsBoard).
 	MaxAggIntervals int64
+	// BcryptCost is the cost of password hashes (bcrypt.DefaultCost by default; tests lower it).
+	BcryptCost int
+	// TokenCacheTTL bounds how long a node trusts its cached token → device entry.
+	// Changes made on this node evict at once; the TTL bounds how long another node
+	// may still accept a changed or deleted token (30 s by default).
+	TokenCacheTTL time.Duration
 }
 
 // Engine is the platform domain over one storage back end.
@@ -28,6 +39,14 @@ type Engine struct {
 	cfg   Config
 	store storage.Backend
 	now   func() time.Time
+
+	// tokens caches access token → *tokenEntry for the device API (see tokencache.go).
+	tokens sync.Map
+	// tokenGen counts evictions so a lookup racing with one does not cache a stale
+	// entry; tokenMu orders such a lookup's store against evictions. Cache hits take
+	// neither.
+	tokenGen atomic.Uint64
+	tokenMu  sync.Mutex
 }
 
 // New returns an engine over store.
@@ -43,6 +62,18 @@ func New(store storage.Backend, cfg Config) *Engine {
 	}
 	if cfg.MaxAggIntervals == 0 {
 		cfg.MaxAggIntervals = 700
+	}
+	if cfg.BcryptCost == 0 {
+		cfg.BcryptCost = bcrypt.DefaultCost
+	}
+	if cfg.TokenCacheTTL == 0 {
+		cfg.TokenCacheTTL = 30 * time.Second
+	}
+	if len(cfg.JWTSigningKey) == 0 {
+		// Never sign with an empty key. A random one works for a single node; tokens
+		// do not survive a restart and other nodes refuse them, so configure a key.
+		cfg.JWTSigningKey = make([]byte, 64)
+		rand.Read(cfg.JWTSigningKey)
 	}
 	return &Engine{cfg: cfg, store: store, now: time.Now}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/codec"
@@ -48,10 +49,10 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrClosed):
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
 	case errors.Is(err, storage.ErrUnavailable):
-		s.log.Error("storage unavailable", "path", string(ctx.Path()), "err", err)
+		s.log.Error("storage unavailable", "route", route(ctx), "err", err)
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Storage is unavailable, retry later")
 	default:
-		s.log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()), "err", err)
+		s.log.Error("request failed", "method", string(ctx.Method()), "route", route(ctx), "err", err)
 		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
 	}
 }
@@ -108,3 +109,12 @@ func logger(l *slog.Logger) *slog.Logger {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// route names the matched route pattern (/api/v1/{token}/telemetry), never the
+// request path, so a device access token in the path never reaches a log line.
+func route(ctx *fasthttp.RequestCtx) string {
+	if r, ok := ctx.UserValue(router.MatchedRoutePathParam).(string); ok {
+		return r
+	}
+	return "unmatched"
+}

@@ -46,6 +46,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
+	r.SaveMatchedRoutePath = true // for log lines: the pattern, not the token-bearing path
 	r.GET("/healthz", s.healthz)
 	s.deviceRoutes(r)
 	s.authRoutes(r)
@@ -59,7 +60,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 			"Request method '"+string(ctx.Method())+"' is not supported")
 	}
 	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
-		s.log.Error("handler panic", "path", string(ctx.Path()), "panic", v)
+		s.log.Error("handler panic", "route", route(ctx), "panic", v)
 		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
 	}
 	return r.Handler

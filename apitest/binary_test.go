@@ -1,0 +1,175 @@
+package apitest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// sluiceBinary builds cmd/sluice once per test run.
+func sluiceBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sluice")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/sluice").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan error
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startBinary runs the built binary with env (added to a minimal environment) and
+// waits until /healthz answers.
+func startBinary(t *testing.T, url string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(sluiceBinary(t))
+	cmd.Dir = t.TempDir() // no configs/sluice.yaml there: defaults + environment
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	p := &proc{cmd: cmd, stderr: new(syncBuffer), exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-p.exited:
+			t.Fatalf("sluice exited during start-up: %v\n%s", err, p.stderr)
+		default:
+		}
+		if r, err := http.Get(url + "/healthz"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice not ready after 60 s\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process for readiness
+	}
+}
+
+// TestBinaryKill9KeepsAckedTelemetry starts the real binary, acknowledges writes,
+// kills it with SIGKILL, restarts it on the same folder, and finds every point.
+func TestBinaryKill9KeepsAckedTelemetry(t *testing.T) {
+	port := freePort(t)
+	data := t.TempDir()
+	env := []string{"HTTP_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("HTTP_BIND_PORT=%d", port), "SLUICE_DATA_DIR=" + data, "SLUICE_DEMO=true"}
+	n := &testNode{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	p := startBinary(t, n.URL, env...)
+	if !strings.Contains(p.stderr.String(), "DHT11_DEMO_TOKEN") {
+		t.Fatalf("start-up did not print the demo token:\n%s", p.stderr)
+	}
+	auth := n.tenantAuth()
+	id, token := n.createDevice(auth, "crash")
+
+	const writers, perWriter = 8, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				ts := 1_000_000 + w*perWriter + i
+				n.must(200, "POST", "/api/v1/"+token+"/telemetry", fmt.Sprintf(`{"ts":%d,"values":{"seq":%d}}`, ts, ts))
+			}
+		})
+	}
+	wg.Wait()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+
+	startBinary(t, n.URL, env...)
+	auth = n.tenantAuth() // the signing key survived too, but log in afresh anyway
+	r := n.must(200, "GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=seq&startTs=0&endTs=9999999&limit=100000", id), "", auth)
+	var got map[string][]struct{ Ts int64 }
+	r.JSON(t, &got)
+	if len(got["seq"]) != writers*perWriter {
+		t.Fatalf("after kill -9: %d points, want %d", len(got["seq"]), writers*perWriter)
+	}
+}
+
+func TestBinarySIGTERMAndBadConfig(t *testing.T) {
+	port := freePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p := startBinary(t, url, "HTTP_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("HTTP_BIND_PORT=%d", port), "SLUICE_DATA_DIR="+t.TempDir())
+	if !strings.Contains(p.stderr.String(), "password") {
+		t.Fatalf("first start without demo must print the generated sysadmin password:\n%s", p.stderr)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit 30 s after SIGTERM")
+	}
+
+	cmd := exec.Command(sluiceBinary(t))
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"HTTP_BIND_PORT=eighty", "SLUICE_DATA_DIR=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "HTTP_BIND_PORT") {
+		t.Fatalf("bad HTTP_BIND_PORT: err %v, output %s", err, out)
+	}
+}

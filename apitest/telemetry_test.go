@@ -1,0 +1,134 @@
+package apitest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTelemetryRead covers latest, history, aggregation and key lists of the
+// /api/plugins/telemetry read API.
+func TestTelemetryRead(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	id, token := n.createDevice(auth, "reader")
+	n.must(200, "POST", "/api/v1/"+token+"/telemetry",
+		`[{"ts":1000,"values":{"t":10,"s":"a"}},{"ts":1500,"values":{"t":20}},{"ts":2000,"values":{"t":30.5,"s":"b"}},{"ts":3500,"values":{"t":40}}]`)
+	base := "/api/plugins/telemetry/DEVICE/" + id
+	get := func(path, want string) {
+		t.Helper()
+		r := n.must(200, "GET", base+path, "", auth)
+		if string(r.Body) != want {
+			t.Fatalf("GET %s\n got %s\nwant %s", path, r.Body, want)
+		}
+	}
+	// Latest: strings by default, native with useStrictDataTypes.
+	get("/values/timeseries?keys=t,s", `{"t":[{"ts":3500,"value":"40"}],"s":[{"ts":2000,"value":"b"}]}`)
+	get("/values/timeseries", `{"s":[{"ts":2000,"value":"b"}],"t":[{"ts":3500,"value":"40"}]}`)
+	get("/values/timeseries?keys=s&useStrictDataTypes=true", `{"s":[{"ts":2000,"value":"b"}]}`)
+	// A missing key in a latest query answers value null.
+	r := n.must(200, "GET", base+"/values/timeseries?keys=nope", "", auth)
+	if !strings.HasPrefix(string(r.Body), `{"nope":[{"ts":`) || !strings.HasSuffix(string(r.Body), `"value":null}]}`) {
+		t.Fatalf("missing key: %s", r.Body)
+	}
+	// History: [startTs, endTs), DESC by default, limit, ASC.
+	get("/values/timeseries?keys=t&startTs=1000&endTs=3500", `{"t":[{"ts":2000,"value":"30.5"},{"ts":1500,"value":"20"},{"ts":1000,"value":"10"}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=3501&limit=2", `{"t":[{"ts":3500,"value":"40"},{"ts":2000,"value":"30.5"}]}`)
+	get("/values/timeseries?keys=t&startTs=0&endTs=9999&orderBy=ASC&limit=1", `{"t":[{"ts":1000,"value":"10"}]}`)
+	get("/values/timeseries/history?keys=t&startTs=1500&endTs=1501&useStrictDataTypes=true", `{"t":[{"ts":1500,"value":20}]}`)
+	get("/values/timeseries?keys=t,s&startTs=5000&endTs=6000", `{}`)
+	// Aggregation: buckets [start, start+interval), point at the bucket midpoint.
+	get("/values/timeseries?keys=t&startTs=1000&endTs=3000&interval=1000&agg=AVG&orderBy=ASC", `{"t":[{"ts":1500,"value":"15.0"},{"ts":2500,"value":"30.5"}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=3000&interval=1000&agg=SUM&orderBy=ASC&useStrictDataTypes=true", `{"t":[{"ts":1500,"value":30},{"ts":2500,"value":30.5}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=4000&interval=3000&agg=COUNT&useStrictDataTypes=true", `{"t":[{"ts":2500,"value":4}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=4000&interval=3000&agg=MAX&useStrictDataTypes=true", `{"t":[{"ts":2500,"value":40.0}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=1600&interval=1000&agg=MIN&useStrictDataTypes=true", `{"t":[{"ts":1300,"value":10}]}`)
+	// agg with interval 0 is no aggregation.
+	get("/values/timeseries?keys=t&startTs=1000&endTs=1600&agg=MIN&orderBy=ASC", `{"t":[{"ts":1000,"value":"10"},{"ts":1500,"value":"20"}]}`)
+	get("/keys/timeseries", `["s","t"]`)
+
+	// Errors.
+	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=1000000&interval=1&agg=AVG", "", auth), 400)
+	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=x&endTs=1", "", auth), 400)
+	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=10&interval=1&agg=MEDIAN", "", auth), 400)
+	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0", "", auth), 400)
+}
+
+func TestTelemetryRESTWritesAndDeletes(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	id, _ := n.createDevice(auth, "rest-writes")
+	base := "/api/plugins/telemetry/DEVICE/" + id
+	n.must(200, "POST", base+"/timeseries/ANY", `[{"ts":1000,"values":{"a":1,"b":2}},{"ts":2000,"values":{"a":3}}]`, auth)
+	n.must(200, "POST", base+"/attributes/SERVER_SCOPE", `{"building":"A","floor":3}`, auth)
+	n.must(200, "POST", base+"/SHARED_SCOPE", `{"target":21}`, auth)                          // V1 form
+	n.must(200, "POST", "/api/plugins/telemetry/"+id+"/SHARED_SCOPE", `{"mode":"eco"}`, auth) // V1 device form
+
+	var attrs []struct {
+		LastUpdateTs int64  `json:"lastUpdateTs"`
+		Key          string `json:"key"`
+		Value        any    `json:"value"`
+	}
+	n.must(200, "GET", base+"/values/attributes", "", auth).JSON(t, &attrs)
+	if len(attrs) != 4 {
+		t.Fatalf("attributes: %+v", attrs)
+	}
+	for _, a := range attrs {
+		if a.LastUpdateTs == 0 {
+			t.Fatalf("no lastUpdateTs: %+v", a)
+		}
+	}
+	r := n.must(200, "GET", base+"/values/attributes/SERVER_SCOPE?keys=floor", "", auth)
+	if !strings.Contains(string(r.Body), `"key":"floor","value":3}`) {
+		t.Fatalf("server attributes: %s", r.Body)
+	}
+	if r := n.must(200, "GET", base+"/keys/attributes", "", auth); string(r.Body) != `["building","floor","mode","target"]` {
+		t.Fatalf("attribute keys: %s", r.Body)
+	}
+	if r := n.must(200, "GET", base+"/keys/attributes/SHARED_SCOPE", "", auth); string(r.Body) != `["mode","target"]` {
+		t.Fatalf("shared keys: %s", r.Body)
+	}
+
+	n.must(200, "DELETE", base+"/SERVER_SCOPE?keys=floor", "", auth)
+	if r := n.must(200, "GET", base+"/keys/attributes/SERVER_SCOPE", "", auth); string(r.Body) != `["building"]` {
+		t.Fatalf("after delete: %s", r.Body)
+	}
+	n.must(200, "DELETE", base+"/timeseries/delete?keys=a&startTs=0&endTs=1500&deleteLatest=false", "", auth)
+	if r := n.must(200, "GET", base+"/values/timeseries?keys=a&startTs=0&endTs=5000", "", auth); string(r.Body) != `{"a":[{"ts":2000,"value":"3"}]}` {
+		t.Fatalf("after range delete: %s", r.Body)
+	}
+	n.must(200, "DELETE", base+"/timeseries/delete?keys=a,b&deleteAllDataForKeys=true", "", auth)
+	if r := n.must(200, "GET", base+"/keys/timeseries", "", auth); string(r.Body) != `[]` {
+		t.Fatalf("after full delete: %s", r.Body)
+	}
+
+	f := func(method, path, body string, status int) {
+		t.Helper()
+		errorBody(t, n.do(method, path, body, auth), status)
+	}
+	f("POST", base+"/attributes/CLIENT_SCOPE", `{"a":1}`, 400)
+	f("POST", base+"/attributes/NO_SCOPE", `{"a":1}`, 400)
+	f("POST", base+"/attributes/SERVER_SCOPE", `{}`, 400)
+	f("POST", base+"/attributes/SERVER_SCOPE", `{"a":null}`, 400)
+	f("POST", base+"/attributes/SERVER_SCOPE", `[1]`, 400)
+	f("POST", base+"/timeseries/ANY", `{}`, 400)
+	f("POST", base+"/timeseries/ANY", `{"a":`, 400)
+	f("DELETE", base+"/SERVER_SCOPE", ``, 400)
+	f("DELETE", base+"/timeseries/delete?keys=a", ``, 400)
+	f("GET", "/api/plugins/telemetry/DEVICE/not-a-uuid/values/timeseries", ``, 400)
+	f("GET", "/api/plugins/telemetry/DEVICE/3f1ec9c0-0000-4000-8000-000000000000/values/timeseries", ``, 404)
+	f("GET", "/api/plugins/telemetry/ASSET/"+id+"/values/timeseries", ``, 400)
+}
+
+func TestTelemetryAccess(t *testing.T) {
+	n := startNode(t, nil)
+	tenant := n.tenantAuth()
+	id, _ := n.createDevice(tenant, "guarded")
+	path := "/api/plugins/telemetry/DEVICE/" + id + "/values/timeseries"
+	errorBody(t, n.do("GET", path, ""), 401)
+	errorBody(t, n.do("GET", path, "", "X-Authorization: Bearer not.a.jwt"), 401)
+	errorBody(t, n.do("GET", path, "", n.login("sysadmin@thingsboard.org", "sysadmin")), 403)
+	// A customer user sees only its customer's devices; this one is unassigned.
+	errorBody(t, n.do("GET", path, "", n.login("customer@thingsboard.org", "customer")), 403)
+	// Authorization works as a fallback header.
+	n.must(200, "GET", path, "", "Authorization: "+strings.TrimPrefix(tenant, "X-Authorization: "))
+}

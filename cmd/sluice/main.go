@@ -1,0 +1,83 @@
+// Command sluice runs a Sluice node: with no arguments it reads configs/sluice.yaml
+// (when present) and the environment, and serves until SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sluice-iot/sluice/config"
+	"github.com/sluice-iot/sluice/node"
+)
+
+const defaultConfigPath = "configs/sluice.yaml"
+
+func main() {
+	path := flag.String("config", os.Getenv("SLUICE_CONFIG"), "configuration file (default "+defaultConfigPath+" when it exists)")
+	flag.Parse()
+	if err := run(*path); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+func run(path string) error {
+	if path == "" {
+		if _, err := os.Stat(defaultConfigPath); err == nil {
+			path = defaultConfigPath
+		}
+	}
+	cfg, err := config.Load(path, os.Environ())
+	if err != nil {
+		return fmt.Errorf("bad configuration:\n%w", err)
+	}
+	log := newLogger(cfg.Log)
+	n, err := node.Start(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Printed, never logged: these are shown once to the person starting the node.
+	b := n.Bootstrap
+	if b.GeneratedPassword != "" {
+		fmt.Fprintf(os.Stderr, "\nFirst start: system administrator sysadmin@thingsboard.org, password %s (shown once; change it)\n\n", b.GeneratedPassword)
+	}
+	if cfg.Data.Demo {
+		fmt.Fprintf(os.Stderr, "\nDemo data loaded. Log in as tenant@thingsboard.org / tenant.\nDemo device access token: %s\n  curl -X POST -H 'Content-Type: application/json' -d '{\"temperature\":25}' http://localhost:%d/api/v1/%s/telemetry\n\n",
+			b.DemoDeviceToken, cfg.HTTP.BindPort, b.DemoDeviceToken)
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-n.Done():
+		if err != nil {
+			log.Error("listener stopped", "err", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped; every acknowledged write is stored")
+	return nil
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// SaveAttributes stores attrs in scope with lastUpdateTs = now. It returns once
+// they are durable. Keys and values may alias request memory; storage copies them.
+func (e *Engine) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, attrs []kv.Entry) error {
+	if len(attrs) == 0 {
+		return nil
+	}
+	now := e.now().UnixMilli()
+	for i := range attrs {
+		attrs[i].Ts = now
+	}
+	return e.store.SaveAttributes(ctx, entityID, scope, attrs)
+}
+
+// Attributes returns the attributes of keys (nil: all) in scope, sorted by key.
+func (e *Engine) Attributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, keys []string) ([]kv.Entry, error) {
+	return e.store.GetAttributes(ctx, entityID, scope, keys)
+}
+
+// DeleteAttributes removes keys from scope.
+func (e *Engine) DeleteAttributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, keys []string) error {
+	if len(keys) == 0 {
+		return Errorf(CodeBadRequestParams, "Empty keys: []")
+	}
+	_, err := e.store.DeleteAttributes(ctx, entityID, scope, keys)
+	return err
+}
+
+// AttributeKeys lists the attribute keys of the given scopes, sorted and unique.
+func (e *Engine) AttributeKeys(ctx context.Context, entityID uuid.UUID, scopes ...storage.Scope) ([]string, error) {
+	seen := make(map[string]struct{})
+	var keys []string
+	for _, sc := range scopes {
+		attrs, err := e.store.GetAttributes(ctx, entityID, sc, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range attrs {
+			if _, ok := seen[a.Key]; !ok {
+				seen[a.Key] = struct{}{}
+				keys = append(keys, a.Key)
+			}
+		}
+	}
+	sortStrings(keys)
+	return keys, nil
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// Accounts and tokens of the system and of the demo data (compat §7.8).
+const (
+	SysadminEmail            = "sysadmin@thingsboard.org"
+	DemoTenantAdminEmail     = "tenant@thingsboard.org"
+	DemoCustomerUserEmail    = "customer@thingsboard.org"
+	DemoDeviceName           = "Demo Device"
+	DemoDeviceToken          = "DHT11_DEMO_TOKEN"
+	DemoCustomerDeviceName   = "Customer Device"
+	DemoCustomerDeviceToken  = "A1_TEST_TOKEN"
+	demoSysadminPassword     = "sysadmin"
+	demoTenantAdminPassword  = "tenant"
+	demoCustomerUserPassword = "customer"
+	kindBootstrap            = "bootstrap"
+)
+
+// BootstrapResult tells the caller what Bootstrap set up.
+type BootstrapResult struct {
+	// GeneratedPassword is the generated password of sysadmin@thingsboard.org. It is
+	// set only by the run that created the account; print it once, never log it again.
+	GeneratedPassword string `json:"-"`
+	// The demo fields are set when Bootstrap ran with demo.
+	DemoTenantID        uuid.UUID `json:"demoTenantId"`
+	DemoCustomerID      uuid.UUID `json:"demoCustomerId"`
+	DemoDeviceID        uuid.UUID `json:"demoDeviceId"`
+	DemoDeviceToken     string    `json:"demoDeviceToken"`
+	CustomerDeviceID    uuid.UUID `json:"customerDeviceId"`
+	CustomerDeviceToken string    `json:"customerDeviceToken"`
+}
+
+// demoNamespace derives the fixed ids of the demo tenant and customer, so a second
+// run finds what the first created instead of creating it again.
+var demoNamespace = uuid.MustParse("5b0f7c9e-3a43-4e0c-9d0e-6f1f2b8f1a57")
+
+func demoID(name string) uuid.UUID { return uuid.NewSHA1(demoNamespace, []byte(name)) }
+
+// Bootstrap prepares storage for a node and may run on every start. It ensures
+// the system administrator exists: its password is sysadminPassword, else
+// "sysadmin" with demo, else 16 random characters returned in the result; an
+// existing account is never changed. With demo it creates, once, tenant "Tenant"
+// (admin tenant@thingsboard.org / tenant) with its default profile, "Customer A"
+// (user customer@thingsboard.org / customer), the tenant-owned "Demo Device" with
+// token DHT11_DEMO_TOKEN and "Customer Device" of Customer A with token
+// A1_TEST_TOKEN. Once the demo is complete it is not recreated, so a user may
+// delete parts of it; an interrupted run is completed by the next one.
+func (e *Engine) Bootstrap(ctx context.Context, demo bool, sysadminPassword string) (BootstrapResult, error) {
+	var res BootstrapResult
+	password, generated := sysadminPassword, false
+	if password == "" && demo {
+		password = demoSysadminPassword
+	} else if password == "" {
+		password, generated = randomString(16), true
+	}
+	sysadmin := &User{
+		Email:      SysadminEmail,
+		Authority:  SysAdmin,
+		TenantID:   newEntityID(EntityTenant, NullUUID),
+		CustomerID: newEntityID(EntityCustomer, NullUUID),
+	}
+	created, err := e.ensureUser(ctx, sysadmin, password)
+	if err != nil {
+		return res, fmt.Errorf("cannot create the system administrator: %w", err)
+	}
+	if created && generated {
+		res.GeneratedPassword = password
+	}
+	if !demo {
+		return res, nil
+	}
+	if err := e.ensureDemo(ctx, &res); err != nil {
+		return res, fmt.Errorf("cannot create the demo data: %w", err)
+	}
+	return res, nil
+}
+
+// ensureDemo creates whatever part of the demo is missing, then records that the
+// demo is complete.
+func (e *Engine) ensureDemo(ctx context.Context, res *BootstrapResult) error {
+	markerID := demoID("demo-complete")
+	if done, err := getRecord[BootstrapResult](ctx, e, kindBootstrap, markerID); err == nil {
+		pw := res.GeneratedPassword
+		*res = *done
+		res.GeneratedPassword = pw
+		return nil
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+
+	tenant, err := e.ensureDemoTenant(ctx)
+	if err != nil {
+		return err
+	}
+	customer, err := e.ensureDemoCustomer(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	admin := &User{Email: DemoTenantAdminEmail, Authority: TenantAdmin,
+		TenantID: newEntityID(EntityTenant, tenant), CustomerID: newEntityID(EntityCustomer, NullUUID)}
+	if _, err := e.ensureUser(ctx, admin, demoTenantAdminPassword); err != nil {
+		return err
+	}
+	user := &User{Email: DemoCustomerUserEmail, Authority: CustomerUser,
+		TenantID: newEntityID(EntityTenant, tenant), CustomerID: newEntityID(EntityCustomer, customer)}
+	if _, err := e.ensureUser(ctx, user, demoCustomerUserPassword); err != nil {
+		return err
+	}
+	demoDev, demoToken, err := e.ensureDevice(ctx, tenant, NullUUID, DemoDeviceName, DemoDeviceToken)
+	if err != nil {
+		return err
+	}
+	custDev, custToken, err := e.ensureDevice(ctx, tenant, customer, DemoCustomerDeviceName, DemoCustomerDeviceToken)
+	if err != nil {
+		return err
+	}
+	res.DemoTenantID, res.DemoCustomerID = tenant, customer
+	res.DemoDeviceID, res.DemoDeviceToken = demoDev, demoToken
+	res.CustomerDeviceID, res.CustomerDeviceToken = custDev, custToken
+	return e.putRecord(ctx, kindBootstrap, markerID, uuid.Nil, res)
+}
+
+func (e *Engine) ensureDemoTenant(ctx context.Context) (uuid.UUID, error) {
+	id := demoID("tenant")
+	_, err := getRecord[Tenant](ctx, e, kindTenant, id)
+	switch {
+	case err == nil:
+		_, err = e.defaultProfile(ctx, id)
+	case errors.Is(err, storage.ErrNotFound):
+		_, err = e.createTenant(ctx, id, &Tenant{Title: "Tenant"})
+	}
+	return id, err
+}
+
+func (e *Engine) ensureDemoCustomer(ctx context.Context, tenant uuid.UUID) (uuid.UUID, error) {
+	id := demoID("customer-a")
+	_, err := getRecord[Customer](ctx, e, kindCustomer, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		_, err = e.createCustomer(ctx, tenant, id, &Customer{Title: "Customer A"})
+	}
+	return id, err
+}
+
+// ensureUser creates u with password unless a user with its e-mail exists, and
+// gives an existing user without credentials (an interrupted create) the password.
+// created tells whether password was set.
+func (e *Engine) ensureUser(ctx context.Context, u *User, password string) (created bool, err error) {
+	for range 2 {
+		old, err := lookupRecord[User](ctx, e, kindUser, emailKey(u.Email))
+		if err == nil {
+			_, err = getRecord[userCredentials](ctx, e, kindUserCreds, old.ID.ID)
+			if !errors.Is(err, storage.ErrNotFound) {
+				return false, err
+			}
+			return true, e.putUserCredentials(ctx, old, password)
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return false, err
+		}
+		if _, err = e.createUser(ctx, u, password); err == nil {
+			return true, nil
+		}
+		// Another node may have created it meanwhile: look again once.
+	}
+	return false, fmt.Errorf("user %s: %w", u.Email, storage.ErrConflict)
+}
+
+// ensureDevice creates the named device of tenant with token unless it exists, and
+// returns its id and current token.
+func (e *Engine) ensureDevice(ctx context.Context, tenant, customer uuid.UUID, name, token string) (uuid.UUID, string, error) {
+	d, err := lookupRecord[Device](ctx, e, kindDevice, deviceNameKey(tenant, name))
+	if errors.Is(err, storage.ErrNotFound) {
+		d, err = e.saveDevice(ctx, tenant, &Device{Name: name, CustomerID: newEntityID(EntityCustomer, customer)}, token)
+		if err != nil {
+			return uuid.Nil, "", err
+		}
+		return d.ID.ID, token, nil
+	}
+	if err != nil {
+		return uuid.Nil, "", err
+	}
+	creds, err := e.credentialsOf(ctx, d.ID.ID)
+	if errors.Is(err, storage.ErrNotFound) {
+		creds, err = e.createCredentials(ctx, tenant, d.ID.ID, token)
+	}
+	if err != nil {
+		return uuid.Nil, "", err
+	}
+	return d.ID.ID, creds.CredentialsID, nil
+}

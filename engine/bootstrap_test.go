@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-iot/sluice/storage/embedded"
+)
+
+func TestBootstrapIdempotent(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	e := New(db, Config{BcryptCost: bcrypt.MinCost})
+
+	first, err := e.Bootstrap(ctx, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GeneratedPassword != "" {
+		t.Error("demo sysadmin password is fixed, nothing to print")
+	}
+	if first.DemoDeviceToken != DemoDeviceToken || first.CustomerDeviceToken != DemoCustomerDeviceToken {
+		t.Fatalf("tokens: %+v", first)
+	}
+	users := func() map[string]string {
+		out := map[string]string{}
+		for _, email := range []string{SysadminEmail, DemoTenantAdminEmail, DemoCustomerUserEmail} {
+			u, err := lookupRecord[User](ctx, e, kindUser, emailKey(email))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[email] = u.ID.ID.String()
+		}
+		return out
+	}
+	before := users()
+
+	second, err := e.Bootstrap(ctx, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second != first {
+		t.Fatalf("second run differs:\n%+v\n%+v", first, second)
+	}
+	after := users()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s recreated", k)
+		}
+	}
+	devs, err := listRecords[Device](ctx, e, kindDevice, first.DemoTenantID)
+	if err != nil || len(devs) != 2 {
+		t.Fatalf("devices: %d %v", len(devs), err)
+	}
+	tenants, err := listRecords[Tenant](ctx, e, kindTenant, uuid.Nil)
+	if err != nil || len(tenants) != 1 {
+		t.Fatalf("tenants: %d %v", len(tenants), err)
+	}
+	profiles, err := listRecords[DeviceProfile](ctx, e, kindProfile, first.DemoTenantID)
+	if err != nil || len(profiles) != 1 || !profiles[0].Default || profiles[0].Name != DefaultProfileName {
+		t.Fatalf("profiles: %d %v", len(profiles), err)
+	}
+
+	d, err := e.DeviceByToken(ctx, DemoDeviceToken)
+	if err != nil || d.ID.ID != first.DemoDeviceID || !isNull(d.CustomerID.ID) || d.Name != DemoDeviceName {
+		t.Fatalf("demo device: %+v %v", d, err)
+	}
+	d, err = e.DeviceByToken(ctx, DemoCustomerDeviceToken)
+	if err != nil || d.CustomerID.ID != first.DemoCustomerID {
+		t.Fatalf("customer device: %+v %v", d, err)
+	}
+}
+
+func TestBootstrapGeneratedPassword(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	e := New(db, Config{BcryptCost: bcrypt.MinCost})
+
+	res, err := e.Bootstrap(ctx, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.GeneratedPassword) != 16 || res.DemoDeviceToken != "" {
+		t.Fatalf("result: %q %q", res.GeneratedPassword, res.DemoDeviceToken)
+	}
+	if _, _, err := e.Login(ctx, SysadminEmail, res.GeneratedPassword); err != nil {
+		t.Fatal(err)
+	}
+	// Never regenerated, never replaced: not by a second run, not by a password.
+	again, err := e.Bootstrap(ctx, false, "")
+	if err != nil || again.GeneratedPassword != "" {
+		t.Fatalf("second run: %q %v", again.GeneratedPassword, err)
+	}
+	if _, err := e.Bootstrap(ctx, false, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Login(ctx, SysadminEmail, res.GeneratedPassword); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lookupRecord[User](ctx, e, kindUser, emailKey(DemoTenantAdminEmail)); err == nil {
+		t.Fatal("demo users without demo")
+	}
+}
+
+func TestBootstrapGivenPassword(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	e := New(db, Config{BcryptCost: bcrypt.MinCost})
+	res, err := e.Bootstrap(ctx, true, "s3cret")
+	if err != nil || res.GeneratedPassword != "" {
+		t.Fatalf("%q %v", res.GeneratedPassword, err)
+	}
+	if _, _, err := e.Login(ctx, SysadminEmail, "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+}

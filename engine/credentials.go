@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+var (
+	errTokenTaken     = &Error{Code: CodeBadRequestParams, Msg: "Specified credentials are already registered!"}
+	errCredsNoDevice  = &Error{Code: CodeBadRequestParams, Msg: "Device credentials should be assigned to device!"}
+	errCredsNoID      = &Error{Code: CodeBadRequestParams, Msg: "Device credentials id should be specified!"}
+	errCredsBadDevice = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device credentials to non-existent device!"}
+	errCredsNoType    = &Error{Code: CodeBadRequestParams, Msg: "Device credentials type should be specified!"}
+	errBadAccessToken = &Error{Code: CodeBadRequestParams, Msg: "Access token must not contain whitespace, '/', '?', '#' or '%' and must be at most 255 characters"}
+)
+
+// checkAccessToken refuses tokens a device could not put in its URL path.
+func checkAccessToken(token string) error {
+	if token == "" {
+		return errCredsNoID
+	}
+	if len(token) > 255 || strings.ContainsAny(token, " \t\r\n/?#%") {
+		return errBadAccessToken
+	}
+	return nil
+}
+
+// putCredentials stores c with its unique token and device. A token that belongs to
+// another device is errTokenTaken.
+func (e *Engine) putCredentials(ctx context.Context, tenant uuid.UUID, c *DeviceCredentials) error {
+	err := e.putRecord(ctx, kindCredentials, c.ID.ID, tenant, c, tokenKey(c.CredentialsID), credsDeviceKey(c.DeviceID.ID))
+	if errors.Is(err, storage.ErrConflict) {
+		return errTokenTaken
+	}
+	return err
+}
+
+// createCredentials gives a new device its access token.
+func (e *Engine) createCredentials(ctx context.Context, tenant, deviceID uuid.UUID, token string) (*DeviceCredentials, error) {
+	c := &DeviceCredentials{
+		ID:              CredentialsID{ID: newID()},
+		CreatedTime:     e.now().UnixMilli(),
+		DeviceID:        newEntityID(EntityDevice, deviceID),
+		CredentialsType: CredentialsAccessToken,
+		CredentialsID:   token,
+		Version:         1,
+	}
+	if err := e.putCredentials(ctx, tenant, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// credentialsOf returns the credentials of a device; storage.ErrNotFound if it has none.
+func (e *Engine) credentialsOf(ctx context.Context, deviceID uuid.UUID) (*DeviceCredentials, error) {
+	return lookupRecord[DeviceCredentials](ctx, e, kindCredentials, credsDeviceKey(deviceID))
+}
+
+// GetDeviceCredentials returns the credentials of a device p can see.
+func (e *Engine) GetDeviceCredentials(ctx context.Context, p *Principal, deviceID uuid.UUID) (*DeviceCredentials, error) {
+	if _, err := e.GetDevice(ctx, p, deviceID); err != nil {
+		return nil, err
+	}
+	c, err := e.credentialsOf(ctx, deviceID)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return c, nil
+}
+
+// SaveDeviceCredentials replaces the access token of a device of p's tenant (tenant
+// admin only). The old token is refused from the moment this returns. A device
+// that lost its credentials (an interrupted create) gets new ones.
+func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *DeviceCredentials) (*DeviceCredentials, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	if in.DeviceID.ID == uuid.Nil {
+		return nil, errCredsNoDevice
+	}
+	switch in.CredentialsType {
+	case CredentialsAccessToken:
+	case "":
+		return nil, errCredsNoType
+	default:
+		return nil, Errorf(CodeBadRequestParams, "Unsupported device credentials type: %s", in.CredentialsType)
+	}
+	if err := checkAccessToken(in.CredentialsID); err != nil {
+		return nil, err
+	}
+	d, err := e.loadDevice(ctx, in.DeviceID.ID)
+	if err != nil {
+		return nil, ifNotFound(err, errCredsBadDevice)
+	}
+	if d.TenantID() != p.TenantID {
+		return nil, ErrPermissionDenied
+	}
+	old, err := e.credentialsOf(ctx, d.ID.ID)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
+	c := &DeviceCredentials{
+		DeviceID:        d.ID,
+		CredentialsType: CredentialsAccessToken,
+		CredentialsID:   in.CredentialsID,
+	}
+	if old != nil {
+		c.ID, c.CreatedTime, c.Version = old.ID, old.CreatedTime, old.Version+1
+	} else {
+		c.ID, c.CreatedTime, c.Version = CredentialsID{ID: newID()}, e.now().UnixMilli(), 1
+	}
+	if err := e.putCredentials(ctx, d.TenantID(), c); err != nil {
+		return nil, err
+	}
+	if old != nil && old.CredentialsID != c.CredentialsID {
+		e.evictToken(old.CredentialsID)
+	}
+	return c, nil
+}

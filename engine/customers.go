@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+var (
+	errCustomerTitleBlank = &Error{Code: CodeBadRequestParams, Msg: "Customer title should be specified!"}
+	errCustomerTitleTaken = &Error{Code: CodeBadRequestParams, Msg: "Customer with such title already exists!"}
+)
+
+// SaveCustomer creates (zero ID) or updates a customer of p's tenant; tenant admins
+// only. Titles are unique within a tenant.
+func (e *Engine) SaveCustomer(ctx context.Context, p *Principal, in *Customer) (*Customer, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	c := *in
+	if in.ID.ID != uuid.Nil {
+		old, err := e.GetCustomer(ctx, p, in.ID.ID)
+		if err != nil {
+			return nil, err
+		}
+		c.CreatedTime, c.Version = old.CreatedTime, old.Version+1
+		c.TenantID = old.TenantID
+		return e.putCustomer(ctx, &c)
+	}
+	return e.createCustomer(ctx, p.TenantID, newID(), &c)
+}
+
+// createCustomer stores a new customer of tenant under id.
+func (e *Engine) createCustomer(ctx context.Context, tenant, id uuid.UUID, in *Customer) (*Customer, error) {
+	c := *in
+	c.ID = newEntityID(EntityCustomer, id)
+	c.TenantID = newEntityID(EntityTenant, tenant)
+	c.CreatedTime, c.Version = e.now().UnixMilli(), 1
+	return e.putCustomer(ctx, &c)
+}
+
+func (e *Engine) putCustomer(ctx context.Context, c *Customer) (*Customer, error) {
+	if strings.TrimSpace(c.Title) == "" {
+		return nil, errCustomerTitleBlank
+	}
+	c.Name = c.Title
+	err := e.putRecord(ctx, kindCustomer, c.ID.ID, c.TenantID.ID, c, customerTitleKey(c.TenantID.ID, c.Title))
+	if errors.Is(err, storage.ErrConflict) {
+		return nil, errCustomerTitleTaken
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// GetCustomer returns a customer of p's tenant to a tenant admin, or its own
+// customer to a customer user.
+func (e *Engine) GetCustomer(ctx context.Context, p *Principal, id uuid.UUID) (*Customer, error) {
+	if err := requireRole(p, TenantAdmin, CustomerUser); err != nil {
+		return nil, err
+	}
+	c, err := getRecord[Customer](ctx, e, kindCustomer, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if c.TenantID.ID != p.TenantID || (p.Authority == CustomerUser && c.ID.ID != p.CustomerID) {
+		return nil, ErrPermissionDenied
+	}
+	return c, nil
+}
+
+// ListCustomers returns a page of the customers of p's tenant; tenant admins only.
+func (e *Engine) ListCustomers(ctx context.Context, p *Principal, pl PageLink) (PageData[*Customer], error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return PageData[*Customer]{}, err
+	}
+	all, err := listRecords[Customer](ctx, e, kindCustomer, p.TenantID)
+	if err != nil {
+		return PageData[*Customer]{}, err
+	}
+	return makePage(all, pl, customerPages)
+}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+var (
+	errDeviceNameTaken   = &Error{Code: CodeBadRequestParams, Msg: "Device with such name already exists!"}
+	errDeviceNameBlank   = &Error{Code: CodeBadRequestParams, Msg: "Device name should be specified!"}
+	errDeviceBadProfile  = &Error{Code: CodeBadRequestParams, Msg: "Device is referencing non existing device profile!"}
+	errDeviceBadCustomer = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device to non-existent customer!"}
+	errDeviceForeignCust = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device to customer from different tenant!"}
+)
+
+func (e *Engine) loadDevice(ctx context.Context, id uuid.UUID) (*Device, error) {
+	return getRecord[Device](ctx, e, kindDevice, id)
+}
+
+// SaveDevice creates a device (zero ID) or updates one of p's tenant; tenant admins
+// only. The profile is deviceProfileId if given, else the profile named by type
+// (created if the tenant has none of that name, as ThingsBoard does), else the
+// tenant's default; type always becomes the profile's name. The name is unique per
+// tenant. A new device gets accessToken, or 20 random alphanumerics when empty; on
+// update accessToken is ignored (use SaveDeviceCredentials).
+func (e *Engine) SaveDevice(ctx context.Context, p *Principal, d *Device, accessToken string) (*Device, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	return e.saveDevice(ctx, p.TenantID, d, accessToken)
+}
+
+// saveDevice is SaveDevice for a tenant, without the caller check (bootstrap uses it).
+func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, accessToken string) (*Device, error) {
+	if strings.TrimSpace(in.Name) == "" {
+		return nil, errDeviceNameBlank
+	}
+	d := *in
+	var old *Device
+	if in.ID.ID != uuid.Nil {
+		var err error
+		if old, err = e.loadDevice(ctx, in.ID.ID); err != nil {
+			return nil, notFound(err)
+		}
+		if old.TenantID() != tenant {
+			return nil, ErrPermissionDenied
+		}
+		d.CreatedTime, d.Version = old.CreatedTime, old.Version+1
+	} else {
+		d.ID = newEntityID(EntityDevice, newID())
+		d.CreatedTime, d.Version = e.now().UnixMilli(), 1
+		if accessToken == "" {
+			accessToken = randomString(20)
+		} else if err := checkAccessToken(accessToken); err != nil {
+			return nil, err
+		}
+	}
+	d.Tenant = newEntityID(EntityTenant, tenant)
+	if err := e.checkDeviceCustomer(ctx, tenant, &d); err != nil {
+		return nil, err
+	}
+	profileID := in.DeviceProfileID.ID
+	if old != nil && profileID == uuid.Nil && (in.Type == "" || in.Type == old.Type) {
+		profileID = old.DeviceProfileID.ID // an update that names no other profile keeps its own
+	}
+	prof, err := e.deviceProfileFor(ctx, tenant, profileID, in.Type)
+	if err != nil {
+		return nil, err
+	}
+	d.DeviceProfileID, d.Type = prof.ID, prof.Name
+	if len(d.DeviceData) == 0 || string(d.DeviceData) == "null" {
+		d.DeviceData = defaultDeviceData
+	}
+
+	if old == nil {
+		// Refuse a taken token before anything is written; the put below still
+		// catches a race.
+		if _, err := lookupRecord[DeviceCredentials](ctx, e, kindCredentials, tokenKey(accessToken)); err == nil {
+			return nil, errTokenTaken
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return nil, err
+		}
+	}
+	err = e.putRecord(ctx, kindDevice, d.ID.ID, tenant, &d, deviceNameKey(tenant, d.Name))
+	if errors.Is(err, storage.ErrConflict) {
+		return nil, errDeviceNameTaken
+	}
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
+		return &d, e.evictDevice(ctx, d.ID.ID)
+	}
+	// The device is written first so that a crash leaves a device without a token
+	// (repaired by SaveDeviceCredentials), never a token without a device.
+	if _, err := e.createCredentials(ctx, tenant, d.ID.ID, accessToken); err != nil {
+		if derr := e.deleteRecord(ctx, kindDevice, d.ID.ID); derr != nil {
+			return nil, errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	return &d, nil
+}
+
+// checkDeviceCustomer normalises the customer of d and checks it is one of tenant's.
+func (e *Engine) checkDeviceCustomer(ctx context.Context, tenant uuid.UUID, d *Device) error {
+	if isNull(d.CustomerID.ID) {
+		d.CustomerID = newEntityID(EntityCustomer, NullUUID)
+		return nil
+	}
+	c, err := getRecord[Customer](ctx, e, kindCustomer, d.CustomerID.ID)
+	if err != nil {
+		return ifNotFound(err, errDeviceBadCustomer)
+	}
+	if c.TenantID.ID != tenant {
+		return errDeviceForeignCust
+	}
+	d.CustomerID = c.ID
+	return nil
+}
+
+// deviceProfileFor picks the profile of a saved device (see SaveDevice).
+func (e *Engine) deviceProfileFor(ctx context.Context, tenant, profileID uuid.UUID, typeName string) (*DeviceProfile, error) {
+	if profileID != uuid.Nil {
+		prof, err := getRecord[DeviceProfile](ctx, e, kindProfile, profileID)
+		if err != nil {
+			return nil, ifNotFound(err, errDeviceBadProfile)
+		}
+		if prof.TenantID.ID != tenant {
+			return nil, errDeviceBadProfile
+		}
+		return prof, nil
+	}
+	if typeName != "" {
+		return e.profileByName(ctx, tenant, typeName)
+	}
+	return e.defaultProfile(ctx, tenant)
+}
+
+// GetDevice returns a device p can see: a tenant admin its tenant's, a customer
+// user its customer's. Another tenant's device is 403, an unknown id 404.
+func (e *Engine) GetDevice(ctx context.Context, p *Principal, id uuid.UUID) (*Device, error) {
+	if err := requireRole(p, TenantAdmin, CustomerUser); err != nil {
+		return nil, err
+	}
+	d, err := e.loadDevice(ctx, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if !e.canSeeDevice(p, d) {
+		return nil, ErrPermissionDenied
+	}
+	return d, nil
+}
+
+// DeleteDevice removes a device of p's tenant with its credentials, time series and
+// attributes (tenant admins only). The token is refused from the moment its
+// credentials are gone; the device record goes last so a failed delete can be
+// retried.
+func (e *Engine) DeleteDevice(ctx context.Context, p *Principal, id uuid.UUID) error {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return err
+	}
+	d, err := e.loadDevice(ctx, id)
+	if err != nil {
+		return notFound(err)
+	}
+	if d.TenantID() != p.TenantID {
+		return ErrPermissionDenied
+	}
+	creds, err := e.credentialsOf(ctx, id)
+	switch {
+	case err == nil:
+		if err := e.deleteRecord(ctx, kindCredentials, creds.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+		e.evictToken(creds.CredentialsID)
+	case !errors.Is(err, storage.ErrNotFound):
+		return err
+	}
+	if err := e.store.DeleteEntitySeries(ctx, id); err != nil {
+		return fmt.Errorf("cannot delete time series of device %s: %w", id, err)
+	}
+	if err := e.store.DeleteEntityAttributes(ctx, id); err != nil {
+		return fmt.Errorf("cannot delete attributes of device %s: %w", id, err)
+	}
+	if err := e.deleteRecord(ctx, kindDevice, id); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// ListTenantDevices returns a page of the devices of p's tenant (tenant admins
+// only), optionally only those of one type (profile name).
+func (e *Engine) ListTenantDevices(ctx context.Context, p *Principal, pl PageLink, deviceType string) (PageData[*Device], error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return PageData[*Device]{}, err
+	}
+	all, err := listRecords[Device](ctx, e, kindDevice, p.TenantID)
+	if err != nil {
+		return PageData[*Device]{}, err
+	}
+	if deviceType != "" {
+		filtered := all[:0]
+		for _, d := range all {
+			if d.Type == deviceType {
+				filtered = append(filtered, d)
+			}
+		}
+		all = filtered
+	}
+	return makePage(all, pl, devicePages)
+}
+
+// TenantDeviceByName returns the device of p's tenant with that name (tenant admins only).
+func (e *Engine) TenantDeviceByName(ctx context.Context, p *Principal, name string) (*Device, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	d, err := lookupRecord[Device](ctx, e, kindDevice, deviceNameKey(p.TenantID, name))
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return d, nil
+}

@@ -1,0 +1,330 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+func TestSaveDeviceNamesAndProfiles(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	b := te.newTenant(t, "B", "b@example.com")
+
+	d1, err := te.SaveDevice(ctx, a, &Device{Name: "d1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.Type != DefaultProfileName || d1.ID.EntityType != EntityDevice || d1.DeviceProfileID.EntityType != EntityDeviceProfile ||
+		d1.CustomerID.ID != NullUUID || d1.Tenant.ID != a.TenantID || d1.CreatedTime == 0 || string(d1.DeviceData) == "" {
+		t.Fatalf("device: %+v", d1)
+	}
+	creds, err := te.GetDeviceCredentials(ctx, a, d1.ID.ID)
+	if err != nil || len(creds.CredentialsID) != 20 || creds.CredentialsType != CredentialsAccessToken {
+		t.Fatalf("generated credentials: %+v %v", creds, err)
+	}
+
+	f := func(p *Principal, d *Device, token string, code Code) {
+		t.Helper()
+		_, err := te.SaveDevice(ctx, p, d, token)
+		wantCode(t, err, code)
+	}
+	f(a, &Device{Name: "d1"}, "", CodeBadRequestParams)                  // name taken in the tenant
+	f(b, &Device{Name: "d1"}, "", 0)                                     // free in another tenant
+	f(a, &Device{Name: ""}, "", CodeBadRequestParams)                    // name required
+	f(a, &Device{Name: "d2"}, DemoDeviceToken, CodeBadRequestParams)     // token taken
+	f(b, &Device{Name: "d2"}, DemoDeviceToken, CodeBadRequestParams)     // across tenants too
+	f(a, &Device{Name: "d3"}, "has space", CodeBadRequestParams)         // unusable in a URL
+	f(te.customerUser(t), &Device{Name: "d4"}, "", CodePermissionDenied) // tenant admins only
+	f(te.sysadmin(t), &Device{Name: "d4"}, "", CodePermissionDenied)
+	f(a, &Device{Name: "d5", CustomerID: newEntityID(EntityCustomer, uuid.New())}, "", CodeBadRequestParams)
+	f(b, &Device{Name: "d5", CustomerID: newEntityID(EntityCustomer, te.demo.DemoCustomerID)}, "", CodeBadRequestParams)
+	f(b, &Device{Name: "d6", DeviceProfileID: d1.DeviceProfileID}, "", CodeBadRequestParams) // A's profile
+	f(b, &Device{ID: d1.ID, Name: "stolen"}, "", CodePermissionDenied)
+
+	// An unknown type creates a profile of that name; a known one reuses it.
+	th, err := te.SaveDevice(ctx, a, &Device{Name: "t1", Type: "thermostat"}, "TOKEN_T1")
+	if err != nil || th.Type != "thermostat" {
+		t.Fatalf("%+v %v", th, err)
+	}
+	th2, err := te.SaveDevice(ctx, a, &Device{Name: "t2", Type: "thermostat"}, "")
+	if err != nil || th2.DeviceProfileID != th.DeviceProfileID {
+		t.Fatalf("profile not reused: %+v %v", th2, err)
+	}
+	if got, err := te.TenantDeviceByName(ctx, a, "t1"); err != nil || got.ID != th.ID {
+		t.Fatalf("by name: %v", err)
+	}
+	_, err = te.TenantDeviceByName(ctx, b, "t1")
+	wantCode(t, err, CodeItemNotFound)
+
+	// An update keeps the profile, the creation time and the token.
+	th.Label = "kitchen"
+	th.Type = ""
+	up, err := te.SaveDevice(ctx, a, th, "IGNORED")
+	if err != nil || up.DeviceProfileID != th2.DeviceProfileID || up.CreatedTime != th.CreatedTime || up.Version != 2 {
+		t.Fatalf("update: %+v %v", up, err)
+	}
+	if d, err := te.DeviceByToken(ctx, "TOKEN_T1"); err != nil || d.Label != "kitchen" {
+		t.Fatalf("token after update: %+v %v", d, err)
+	}
+	_, err = te.DeviceByToken(ctx, "IGNORED")
+	wantCode(t, err, CodeAuthentication)
+
+	// Renaming onto a taken name fails and changes nothing.
+	up.Name = "d1"
+	_, err = te.SaveDevice(ctx, a, up, "")
+	wantCode(t, err, CodeBadRequestParams)
+}
+
+func TestTokenCacheInvalidation(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, a, &Device{Name: "cached"}, "OLD_TOKEN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.DeviceByToken(ctx, "OLD_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := te.tokens.Load("OLD_TOKEN"); !ok {
+		t.Fatal("token not cached")
+	}
+
+	creds, err := te.GetDeviceCredentials(ctx, a, d.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds.CredentialsID = "NEW_TOKEN"
+	saved, err := te.SaveDeviceCredentials(ctx, a, creds)
+	if err != nil || saved.ID != creds.ID || saved.Version != 2 {
+		t.Fatalf("%+v %v", saved, err)
+	}
+	_, err = te.DeviceByToken(ctx, "OLD_TOKEN")
+	wantCode(t, err, CodeAuthentication)
+	if got, err := te.DeviceByToken(ctx, "NEW_TOKEN"); err != nil || got.ID != d.ID {
+		t.Fatalf("new token: %v", err)
+	}
+	// The old token is free again; another device's token is not.
+	if _, err := te.SaveDevice(ctx, a, &Device{Name: "other"}, "OLD_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	creds.CredentialsID = DemoDeviceToken
+	_, err = te.SaveDeviceCredentials(ctx, a, creds)
+	wantCode(t, err, CodeBadRequestParams)
+	if _, err := te.DeviceByToken(ctx, "NEW_TOKEN"); err != nil {
+		t.Fatal("failed change must keep the token")
+	}
+
+	f := func(p *Principal, c *DeviceCredentials, code Code) {
+		t.Helper()
+		_, err := te.SaveDeviceCredentials(ctx, p, c)
+		wantCode(t, err, code)
+	}
+	f(te.customerUser(t), &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodePermissionDenied)
+	f(a, &DeviceCredentials{DeviceID: d.ID, CredentialsType: "X509_CERTIFICATE", CredentialsID: "X"}, CodeBadRequestParams)
+	f(a, &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken}, CodeBadRequestParams)
+	f(a, &DeviceCredentials{CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodeBadRequestParams)
+	f(a, &DeviceCredentials{DeviceID: newEntityID(EntityDevice, uuid.New()), CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodeBadRequestParams)
+	f(te.newTenant(t, "B", "b@example.com"), &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodePermissionDenied)
+
+	// Deleting the device refuses its token at once and removes its data.
+	row := storage.Row{TenantID: a.TenantID, EntityID: d.ID.ID, Entry: kv.Entry{Ts: 1, Key: "t", Value: kv.LongValue(1)}}
+	if err := te.store.Write(ctx, []storage.Row{row}); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.store.SaveAttributes(ctx, d.ID.ID, storage.ServerScope, []kv.Entry{row.Entry}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.DeleteDevice(ctx, te.customerUser(t), d.ID.ID), CodePermissionDenied)
+	wantCode(t, te.DeleteDevice(ctx, a, d.ID.ID), 0)
+	_, err = te.DeviceByToken(ctx, "NEW_TOKEN")
+	wantCode(t, err, CodeAuthentication)
+	if keys, err := te.store.SeriesKeys(ctx, d.ID.ID); err != nil || len(keys) != 0 {
+		t.Fatalf("series left: %v %v", keys, err)
+	}
+	if attrs, err := te.store.GetAttributes(ctx, d.ID.ID, storage.ServerScope, nil); err != nil || len(attrs) != 0 {
+		t.Fatalf("attributes left: %v %v", attrs, err)
+	}
+	_, err = te.GetDevice(ctx, a, d.ID.ID)
+	wantCode(t, err, CodeItemNotFound)
+	wantCode(t, te.DeleteDevice(ctx, a, d.ID.ID), CodeItemNotFound)
+	// The name is free again.
+	if _, err := te.SaveDevice(ctx, a, &Device{Name: "cached"}, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTokenCacheTTL(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	if _, err := te.DeviceByToken(ctx, DemoDeviceToken); err != nil {
+		t.Fatal(err)
+	}
+	// Another node changes the credentials behind this node's back.
+	creds, err := te.credentialsOf(ctx, te.demo.DemoDeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds.CredentialsID = "CHANGED_ELSEWHERE"
+	if err := te.putCredentials(ctx, te.demo.DemoTenantID, creds); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.DeviceByToken(ctx, DemoDeviceToken); err != nil {
+		t.Fatal("within the TTL the cached entry serves")
+	}
+	base := te.now()
+	te.now = func() time.Time { return base.Add(te.cfg.TokenCacheTTL + time.Second) }
+	_, err = te.DeviceByToken(ctx, DemoDeviceToken)
+	wantCode(t, err, CodeAuthentication)
+}
+
+func TestListTenantDevices(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	for _, n := range []string{"Alpha", "beta", "Gamma", "alphabet"} {
+		if _, err := te.SaveDevice(ctx, a, &Device{Name: n, Type: "t-" + n[:1]}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(pd PageData[*Device]) []string {
+		var out []string
+		for _, d := range pd.Data {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	f := func(pl PageLink, typ string, want []string, total, pages int, next bool) {
+		t.Helper()
+		pd, err := te.ListTenantDevices(ctx, a, pl, typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(pd); !slices.Equal(got, want) || pd.TotalElements != total || pd.TotalPages != pages || pd.HasNext != next {
+			t.Errorf("%+v: got %v %d/%d/%v, want %v %d/%d/%v", pl, got, pd.TotalElements, pd.TotalPages, pd.HasNext, want, total, pages, next)
+		}
+	}
+	// Demo: "Demo Device", "Customer Device" come first by creation time.
+	f(PageLink{PageSize: 2}, "", []string{DemoDeviceName, DemoCustomerDeviceName}, 6, 3, true)
+	f(PageLink{PageSize: 4, Page: 1}, "", []string{"Gamma", "alphabet"}, 6, 2, false)
+	f(PageLink{PageSize: 10, Page: 5}, "", nil, 6, 1, false)
+	f(PageLink{PageSize: 10, TextSearch: "ALPHA", SortProperty: "name"}, "", []string{"Alpha", "alphabet"}, 2, 1, false)
+	f(PageLink{PageSize: 10, TextSearch: "a", SortProperty: "name", SortOrder: "DESC"}, "", []string{"Gamma", "beta", "alphabet", "Alpha"}, 4, 1, false)
+	f(PageLink{PageSize: 10}, "t-b", []string{"beta"}, 1, 1, false)
+
+	g := func(pl PageLink, p *Principal, code Code) {
+		t.Helper()
+		_, err := te.ListTenantDevices(ctx, p, pl, "")
+		wantCode(t, err, code)
+	}
+	g(PageLink{PageSize: 0}, a, CodeBadRequestParams)
+	g(PageLink{PageSize: 1, Page: -1}, a, CodeBadRequestParams)
+	g(PageLink{PageSize: 1, SortProperty: "secret"}, a, CodeBadRequestParams)
+	g(PageLink{PageSize: 1, SortOrder: "up"}, a, CodeBadRequestParams)
+	g(PageLink{PageSize: 1}, te.customerUser(t), CodePermissionDenied)
+
+	other := te.newTenant(t, "B", "b@example.com")
+	pd, err := te.ListTenantDevices(ctx, other, PageLink{PageSize: 10}, "")
+	if err != nil || pd.TotalElements != 0 || pd.Data == nil {
+		t.Fatalf("tenant B sees: %+v %v", pd, err)
+	}
+}
+
+func TestDeviceProfiles(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	def, err := te.GetDefaultProfileInfo(ctx, a)
+	if err != nil || def.Name != DefaultProfileName || def.Type != "DEFAULT" || def.TransportType != "DEFAULT" {
+		t.Fatalf("%+v %v", def, err)
+	}
+	p, err := te.SaveDeviceProfile(ctx, a, &DeviceProfile{Name: "sensors"})
+	if err != nil || p.Default || p.ProvisionType != ProvisionDisabled || p.ProfileData.ProvisionConfiguration.Type != ProvisionDisabled {
+		t.Fatalf("%+v %v", p, err)
+	}
+	_, err = te.SaveDeviceProfile(ctx, a, &DeviceProfile{Name: "sensors"})
+	wantCode(t, err, CodeBadRequestParams)
+	_, err = te.SaveDeviceProfile(ctx, a, &DeviceProfile{})
+	wantCode(t, err, CodeBadRequestParams)
+	b := te.newTenant(t, "B", "b@example.com")
+	if _, err := te.SaveDeviceProfile(ctx, b, &DeviceProfile{Name: "sensors"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = te.GetDeviceProfile(ctx, b, p.ID.ID)
+	wantCode(t, err, CodePermissionDenied)
+	pd, err := te.ListDeviceProfiles(ctx, a, PageLink{PageSize: 10, SortProperty: "name"})
+	if err != nil || pd.TotalElements != 2 || pd.Data[0].Name != DefaultProfileName {
+		t.Fatalf("%+v %v", pd, err)
+	}
+
+	if _, err := te.SaveDevice(ctx, a, &Device{Name: "s1", DeviceProfileID: p.ID}, ""); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.DeleteDeviceProfile(ctx, a, p.ID.ID), CodeBadRequestParams) // in use
+	dp, _ := te.GetDeviceProfile(ctx, a, def.ID.ID)
+	wantCode(t, te.DeleteDeviceProfile(ctx, a, dp.ID.ID), CodeBadRequestParams) // default
+	unused, _ := te.SaveDeviceProfile(ctx, a, &DeviceProfile{Name: "unused"})
+	wantCode(t, te.DeleteDeviceProfile(ctx, b, unused.ID.ID), CodePermissionDenied)
+	wantCode(t, te.DeleteDeviceProfile(ctx, a, unused.ID.ID), 0)
+	_, err = te.GetDeviceProfile(ctx, a, unused.ID.ID)
+	wantCode(t, err, CodeItemNotFound)
+
+	// A new tenant has its default profile from the start.
+	tn, err := te.GetDefaultProfileInfo(ctx, b)
+	if err != nil || tn.TenantID.ID != b.TenantID {
+		t.Fatalf("%+v %v", tn, err)
+	}
+}
+
+// TestTokenChangeUnderLoad checks that a token is refused as soon as its change
+// returns, even while other requests keep resolving it.
+func TestTokenChangeUnderLoad(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	creds, err := te.GetDeviceCredentials(ctx, a, te.demo.DemoDeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				te.DeviceByToken(ctx, "TOKEN_A")
+				te.DeviceByToken(ctx, "TOKEN_B")
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	tokens := []string{"TOKEN_A", "TOKEN_B"}
+	for i := range 40 {
+		next, prev := tokens[i%2], tokens[(i+1)%2]
+		creds.CredentialsID = next
+		if creds, err = te.SaveDeviceCredentials(ctx, a, creds); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := te.DeviceByToken(ctx, prev); err == nil && i > 0 {
+			t.Fatalf("round %d: old token %s still accepted", i, prev)
+		}
+		if _, err := te.DeviceByToken(ctx, next); err != nil {
+			t.Fatalf("round %d: new token %s refused: %v", i, next, err)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-iot/sluice/storage/embedded"
+)
+
+// testEngine is an engine over a fresh embedded back end with the demo data.
+type testEngine struct {
+	*Engine
+	demo BootstrapResult
+}
+
+func newTestEngine(t *testing.T) *testEngine {
+	t.Helper()
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	e := New(db, Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost})
+	res, err := e.Bootstrap(context.Background(), true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEngine{Engine: e, demo: res}
+}
+
+// login returns the principal of a user after a real login.
+func (te *testEngine) login(t *testing.T, email, password string) *Principal {
+	t.Helper()
+	access, _, err := te.Login(context.Background(), email, password)
+	if err != nil {
+		t.Fatalf("login %s: %v", email, err)
+	}
+	p, err := te.Authenticate(context.Background(), "Bearer "+access)
+	if err != nil {
+		t.Fatalf("authenticate %s: %v", email, err)
+	}
+	return p
+}
+
+func (te *testEngine) sysadmin(t *testing.T) *Principal {
+	return te.login(t, SysadminEmail, "sysadmin")
+}
+func (te *testEngine) tenantAdmin(t *testing.T) *Principal {
+	return te.login(t, DemoTenantAdminEmail, "tenant")
+}
+func (te *testEngine) customerUser(t *testing.T) *Principal {
+	return te.login(t, DemoCustomerUserEmail, "customer")
+}
+
+// newTenant creates a second tenant with an admin and returns the admin.
+func (te *testEngine) newTenant(t *testing.T, title, email string) *Principal {
+	t.Helper()
+	ctx := context.Background()
+	tn, err := te.SaveTenant(ctx, te.sysadmin(t), &Tenant{Title: title})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &User{Email: email, Authority: TenantAdmin, TenantID: tn.ID, CustomerID: newEntityID(EntityCustomer, NullUUID)}
+	if _, err := te.createUser(ctx, u, "pw-"+title); err != nil {
+		t.Fatal(err)
+	}
+	return te.login(t, email, "pw-"+title)
+}
+
+// wantCode fails unless err is an *Error with code (0: err must be nil).
+func wantCode(t *testing.T, err error, code Code) {
+	t.Helper()
+	if code == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	var ee *Error
+	if !errors.As(err, &ee) {
+		t.Fatalf("want *Error code %d, got %v", code, err)
+	}
+	if ee.Code != code {
+		t.Fatalf("want code %d, got %d (%s)", code, ee.Code, ee.Msg)
+	}
+}

@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+)
+
+// accessClaims are the claims of an access token, named as ThingsBoard's
+// JwtTokenFactory names them (compat §7.5). Empty names are left out, as jjwt drops
+// null claims.
+type accessClaims struct {
+	jwt.RegisteredClaims
+	UserID     string   `json:"userId"`
+	Scopes     []string `json:"scopes"`
+	SessionID  string   `json:"sessionId"`
+	FirstName  string   `json:"firstName,omitempty"`
+	LastName   string   `json:"lastName,omitempty"`
+	Enabled    bool     `json:"enabled"`
+	IsPublic   bool     `json:"isPublic"`
+	TenantID   string   `json:"tenantId"`
+	CustomerID string   `json:"customerId"`
+}
+
+// refreshClaims are the claims of a refresh token: scopes is always ["REFRESH_TOKEN"].
+type refreshClaims struct {
+	jwt.RegisteredClaims
+	UserID    string   `json:"userId"`
+	Scopes    []string `json:"scopes"`
+	SessionID string   `json:"sessionId"`
+	IsPublic  bool     `json:"isPublic"`
+}
+
+var errRefreshScope = &Error{Code: CodeAuthentication, Msg: "Invalid Refresh Token scope"}
+
+// issueTokens signs a new access and refresh token for u under a new session.
+func (e *Engine) issueTokens(u *User, enabled bool) (access, refresh string, err error) {
+	now := e.now()
+	session := uuid.NewString()
+	ac := accessClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   u.Email,
+			Issuer:    e.cfg.Issuer,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(e.cfg.AccessTokenTTL)),
+		},
+		UserID:     u.ID.ID.String(),
+		Scopes:     []string{u.Authority},
+		SessionID:  session,
+		FirstName:  u.FirstName,
+		LastName:   u.LastName,
+		Enabled:    enabled,
+		TenantID:   orNull(u.TenantID.ID).String(),
+		CustomerID: orNull(u.CustomerID.ID).String(),
+	}
+	rc := refreshClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   u.Email,
+			Issuer:    e.cfg.Issuer,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(e.cfg.RefreshTokenTTL)),
+			ID:        uuid.NewString(),
+		},
+		UserID:    u.ID.ID.String(),
+		Scopes:    []string{RefreshScope},
+		SessionID: session,
+	}
+	if access, err = jwt.NewWithClaims(jwt.SigningMethodHS512, ac).SignedString(e.cfg.JWTSigningKey); err != nil {
+		return "", "", err
+	}
+	if refresh, err = jwt.NewWithClaims(jwt.SigningMethodHS512, rc).SignedString(e.cfg.JWTSigningKey); err != nil {
+		return "", "", err
+	}
+	return access, refresh, nil
+}
+
+// parseJWT verifies a token signed by this platform and decodes its claims. Only
+// HS512 is accepted, whatever the header says.
+func (e *Engine) parseJWT(token string, claims jwt.Claims) error {
+	p := jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS512.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuer(e.cfg.Issuer),
+		jwt.WithTimeFunc(e.now),
+	)
+	tok, err := p.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if t.Method != jwt.SigningMethodHS512 {
+			return nil, errors.New("unexpected signing method")
+		}
+		return e.cfg.JWTSigningKey, nil
+	})
+	if err == nil {
+		return nil
+	}
+	return jwtError(tok, err)
+}
+
+// jwtError maps a parse failure as ThingsBoard does (compat §7.5): a bad signature
+// or expiry is "Token has expired" (11), anything malformed or unsupported is
+// "Invalid username or password" (10).
+func jwtError(tok *jwt.Token, err error) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		// An algorithm other than HS512 is unsupported rather than badly signed.
+		if tok != nil && tok.Method != jwt.SigningMethodHS512 {
+			return ErrBadCredentials
+		}
+		return ErrTokenExpired
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return ErrTokenExpired
+	}
+	return ErrBadCredentials
+}
+
+// principalFromAccess parses an access token into the caller. A refresh token (or
+// any scope that is not a user authority) is refused.
+func (e *Engine) principalFromAccess(token string) (*Principal, error) {
+	var c accessClaims
+	if err := e.parseJWT(token, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Scopes) != 1 || !slices.Contains([]string{SysAdmin, TenantAdmin, CustomerUser}, c.Scopes[0]) {
+		return nil, ErrBadCredentials
+	}
+	if c.IsPublic {
+		return nil, ErrBadCredentials // Sluice has no public users
+	}
+	uid, err1 := uuid.Parse(c.UserID)
+	tid, err2 := uuid.Parse(c.TenantID)
+	cid, err3 := uuid.Parse(c.CustomerID)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, ErrBadCredentials
+	}
+	return &Principal{UserID: uid, TenantID: tid, CustomerID: cid, Authority: c.Scopes[0], Email: c.Subject}, nil
+}
+
+// userIDFromRefresh parses a refresh token and returns its user.
+func (e *Engine) userIDFromRefresh(token string) (uuid.UUID, error) {
+	var c refreshClaims
+	if err := e.parseJWT(token, &c); err != nil {
+		return uuid.Nil, err
+	}
+	if !slices.Equal(c.Scopes, []string{RefreshScope}) {
+		return uuid.Nil, errRefreshScope
+	}
+	uid, err := uuid.Parse(c.UserID)
+	if err != nil {
+		return uuid.Nil, ErrBadCredentials
+	}
+	return uid, nil
+}

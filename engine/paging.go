@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// PageData is one page of a list, in ThingsBoard's paging shape.
+type PageData[T any] struct {
+	Data          []T  `json:"data"`
+	TotalPages    int  `json:"totalPages"`
+	TotalElements int  `json:"totalElements"`
+	HasNext       bool `json:"hasNext"`
+}
+
+// PageLink selects a page of a list. TextSearch is a case-insensitive substring of
+// the name (title, e-mail); SortProperty defaults to createdTime and SortOrder
+// ("ASC" or "DESC", any case) to ASC.
+type PageLink struct {
+	PageSize     int
+	Page         int
+	TextSearch   string
+	SortProperty string
+	SortOrder    string
+}
+
+// sortKey is the value of a sort property: a string, or a number when num.
+type sortKey struct {
+	s   string
+	n   int64
+	num bool
+}
+
+func strKey(s string) sortKey { return sortKey{s: s} }
+func numKey(n int64) sortKey  { return sortKey{n: n, num: true} }
+
+// pageSpec says how a listed type is searched and sorted.
+type pageSpec[T any] struct {
+	text func(T) string
+	keys map[string]func(T) sortKey
+}
+
+// makePage filters, sorts and cuts items as pl says. ThingsBoard counts and sorts in
+// SQL; a tenant's records fit in memory here, so this does the same on the slice.
+// Equal keys keep the input order (ascending id from storage).
+func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], error) {
+	if pl.PageSize < 1 {
+		return PageData[T]{}, Errorf(CodeBadRequestParams, "Page size must not be less than one")
+	}
+	if pl.Page < 0 {
+		return PageData[T]{}, Errorf(CodeBadRequestParams, "Page index must not be less than zero")
+	}
+	prop := pl.SortProperty
+	if prop == "" {
+		prop = "createdTime"
+	}
+	key, ok := spec.keys[prop]
+	if !ok {
+		return PageData[T]{}, Errorf(CodeBadRequestParams, "Invalid sort property: %s", prop)
+	}
+	desc := false
+	switch strings.ToUpper(pl.SortOrder) {
+	case "", "ASC":
+	case "DESC":
+		desc = true
+	default:
+		return PageData[T]{}, Errorf(CodeBadRequestParams, "Invalid sort order: %s", pl.SortOrder)
+	}
+
+	if pl.TextSearch != "" {
+		needle := strings.ToLower(pl.TextSearch)
+		items = slices.DeleteFunc(slices.Clone(items), func(v T) bool {
+			return !strings.Contains(strings.ToLower(spec.text(v)), needle)
+		})
+	}
+	slices.SortStableFunc(items, func(a, b T) int {
+		ka, kb := key(a), key(b)
+		var c int
+		if ka.num {
+			c = cmp.Compare(ka.n, kb.n)
+		} else {
+			// Names sort as a database collation would: case only breaks ties.
+			c = cmp.Or(cmp.Compare(strings.ToLower(ka.s), strings.ToLower(kb.s)), cmp.Compare(ka.s, kb.s))
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
+
+	total := len(items)
+	out := PageData[T]{Data: []T{}, TotalElements: total, TotalPages: (total + pl.PageSize - 1) / pl.PageSize}
+	out.HasNext = pl.Page+1 < out.TotalPages
+	// A page past the end is empty, not an error, as in ThingsBoard.
+	if pl.Page < out.TotalPages {
+		from := pl.Page * pl.PageSize
+		out.Data = items[from:min(from+pl.PageSize, total)]
+	}
+	return out, nil
+}
+
+var tenantPages = pageSpec[*Tenant]{
+	text: func(t *Tenant) string { return t.Title },
+	keys: map[string]func(*Tenant) sortKey{
+		"createdTime": func(t *Tenant) sortKey { return numKey(t.CreatedTime) },
+		"title":       func(t *Tenant) sortKey { return strKey(t.Title) },
+		"email":       func(t *Tenant) sortKey { return strKey(t.Email) },
+		"country":     func(t *Tenant) sortKey { return strKey(t.Country) },
+		"city":        func(t *Tenant) sortKey { return strKey(t.City) },
+	},
+}
+
+var customerPages = pageSpec[*Customer]{
+	text: func(c *Customer) string { return c.Title },
+	keys: map[string]func(*Customer) sortKey{
+		"createdTime": func(c *Customer) sortKey { return numKey(c.CreatedTime) },
+		"title":       func(c *Customer) sortKey { return strKey(c.Title) },
+		"email":       func(c *Customer) sortKey { return strKey(c.Email) },
+		"country":     func(c *Customer) sortKey { return strKey(c.Country) },
+		"city":        func(c *Customer) sortKey { return strKey(c.City) },
+	},
+}
+
+var profilePages = pageSpec[*DeviceProfile]{
+	text: func(p *DeviceProfile) string { return p.Name },
+	keys: map[string]func(*DeviceProfile) sortKey{
+		"createdTime":   func(p *DeviceProfile) sortKey { return numKey(p.CreatedTime) },
+		"name":          func(p *DeviceProfile) sortKey { return strKey(p.Name) },
+		"type":          func(p *DeviceProfile) sortKey { return strKey(p.Type) },
+		"transportType": func(p *DeviceProfile) sortKey { return strKey(p.TransportType) },
+		"description":   func(p *DeviceProfile) sortKey { return strKey(p.Description) },
+		"isDefault": func(p *DeviceProfile) sortKey {
+			if p.Default {
+				return numKey(1)
+			}
+			return numKey(0)
+		},
+	},
+}
+
+var devicePages = pageSpec[*Device]{
+	text: func(d *Device) string { return d.Name },
+	keys: map[string]func(*Device) sortKey{
+		"createdTime":       func(d *Device) sortKey { return numKey(d.CreatedTime) },
+		"name":              func(d *Device) sortKey { return strKey(d.Name) },
+		"type":              func(d *Device) sortKey { return strKey(d.Type) },
+		"deviceProfileName": func(d *Device) sortKey { return strKey(d.Type) },
+		"label":             func(d *Device) sortKey { return strKey(d.Label) },
+	},
+}

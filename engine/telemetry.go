@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// HistoryQuery is a time-series history read over several keys (compat §6).
+type HistoryQuery struct {
+	EntityID uuid.UUID
+	Keys     []string
+	StartTs  int64
+	EndTs    int64
+	Interval int64
+	Agg      storage.Agg
+	Limit    int
+	Asc      bool
+}
+
+// Series is the points of one key.
+type Series struct {
+	Key    string
+	Points []kv.Entry
+}
+
+// ParseAgg accepts ThingsBoard's aggregation names.
+func ParseAgg(s string) (storage.Agg, bool) {
+	switch s {
+	case "", "NONE":
+		return storage.AggNone, true
+	case "MIN":
+		return storage.AggMin, true
+	case "MAX":
+		return storage.AggMax, true
+	case "AVG":
+		return storage.AggAvg, true
+	case "SUM":
+		return storage.AggSum, true
+	case "COUNT":
+		return storage.AggCount, true
+	}
+	return 0, false
+}
+
+// LatestTelemetry returns the latest value of keys (nil: every key).
+func (e *Engine) LatestTelemetry(ctx context.Context, entityID uuid.UUID, keys []string) ([]kv.Entry, error) {
+	return e.store.Latest(ctx, entityID, keys)
+}
+
+// TelemetryHistory reads the history of each key of q, in the order of q.Keys.
+func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series, error) {
+	if q.EndTs < q.StartTs {
+		return nil, Errorf(CodeBadRequestParams, "endTs must not be before startTs")
+	}
+	if q.Agg != storage.AggNone {
+		if q.Interval < 1 {
+			return nil, Errorf(CodeBadRequestParams, "Incorrect TsKvQuery. Interval must be at least 1 ms with aggregation %d", q.Agg)
+		}
+		if n := (q.EndTs - q.StartTs) / q.Interval; n > e.cfg.MaxAggIntervals {
+			return nil, Errorf(CodeBadRequestParams,
+				"Incorrect TsKvQuery. Number of intervals is to high - %d. Please increase 'interval' parameter for your query or reduce the time range of the query.", n)
+		}
+	}
+	out := make([]Series, 0, len(q.Keys))
+	for _, k := range q.Keys {
+		pts, err := e.store.Read(ctx, storage.ReadQuery{
+			EntityID: q.EntityID, Key: k, StartTs: q.StartTs, EndTs: q.EndTs,
+			Interval: q.Interval, Agg: q.Agg, Limit: q.Limit, Asc: q.Asc,
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Series{Key: k, Points: pts})
+	}
+	return out, nil
+}
+
+// TelemetryKeys lists the time-series keys of the entity.
+func (e *Engine) TelemetryKeys(ctx context.Context, entityID uuid.UUID) ([]string, error) {
+	return e.store.SeriesKeys(ctx, entityID)
+}
+
+// DeleteTelemetry removes history (and optionally latest values) of keys.
+func (e *Engine) DeleteTelemetry(ctx context.Context, q storage.DeleteQuery) error {
+	if len(q.Keys) == 0 {
+		return Errorf(CodeBadRequestParams, "Empty keys: []")
+	}
+	return e.store.DeleteSeries(ctx, q)
+}
+
+func sortStrings(s []string) { slices.Sort(s) }

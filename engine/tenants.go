@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+var errTenantTitleBlank = &Error{Code: CodeBadRequestParams, Msg: "Tenant title should be specified!"}
+
+// SaveTenant creates (zero ID) or updates a tenant; system administrators only. A
+// new tenant gets its default device profile.
+func (e *Engine) SaveTenant(ctx context.Context, p *Principal, in *Tenant) (*Tenant, error) {
+	if err := requireRole(p, SysAdmin); err != nil {
+		return nil, err
+	}
+	if in.ID.ID != uuid.Nil {
+		old, err := getRecord[Tenant](ctx, e, kindTenant, in.ID.ID)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		t := *in
+		t.CreatedTime, t.Version = old.CreatedTime, old.Version+1
+		return e.putTenant(ctx, &t)
+	}
+	return e.createTenant(ctx, newID(), in)
+}
+
+// createTenant stores a new tenant under id and its default profile.
+func (e *Engine) createTenant(ctx context.Context, id uuid.UUID, in *Tenant) (*Tenant, error) {
+	t := *in
+	t.ID = newEntityID(EntityTenant, id)
+	t.CreatedTime, t.Version = e.now().UnixMilli(), 1
+	if _, err := e.putTenant(ctx, &t); err != nil {
+		return nil, err
+	}
+	if _, err := e.defaultProfile(ctx, id); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func (e *Engine) putTenant(ctx context.Context, t *Tenant) (*Tenant, error) {
+	if strings.TrimSpace(t.Title) == "" {
+		return nil, errTenantTitleBlank
+	}
+	t.Name = t.Title
+	if t.Region == "" {
+		t.Region = "Global"
+	}
+	// Tenants are system-level records: owner uuid.Nil.
+	if err := e.putRecord(ctx, kindTenant, t.ID.ID, uuid.Nil, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// GetTenant returns a tenant to a system administrator, or its own tenant to a
+// tenant admin.
+func (e *Engine) GetTenant(ctx context.Context, p *Principal, id uuid.UUID) (*Tenant, error) {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return nil, err
+	}
+	t, err := getRecord[Tenant](ctx, e, kindTenant, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if p.Authority == TenantAdmin && t.ID.ID != p.TenantID {
+		return nil, ErrPermissionDenied
+	}
+	return t, nil
+}
+
+// ListTenants returns a page of all tenants; system administrators only.
+func (e *Engine) ListTenants(ctx context.Context, p *Principal, pl PageLink) (PageData[*Tenant], error) {
+	if err := requireRole(p, SysAdmin); err != nil {
+		return PageData[*Tenant]{}, err
+	}
+	all, err := listRecords[Tenant](ctx, e, kindTenant, uuid.Nil)
+	if err != nil {
+		return PageData[*Tenant]{}, err
+	}
+	return makePage(all, pl, tenantPages)
+}

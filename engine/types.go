@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
+
+// NullUUID is ThingsBoard's stand-in for "no id": the customerId of an unassigned
+// device or of a tenant admin, and the tenantId of the system administrator.
+var NullUUID = uuid.MustParse("13814000-1dd2-11b2-8080-808080808080")
+
+// Entity types as they appear in ids on the wire.
+const (
+	EntityTenant        = "TENANT"
+	EntityCustomer      = "CUSTOMER"
+	EntityUser          = "USER"
+	EntityDevice        = "DEVICE"
+	EntityDeviceProfile = "DEVICE_PROFILE"
+)
+
+// Authorities of users (compat §7.5); RefreshScope marks refresh tokens.
+const (
+	SysAdmin     = "SYS_ADMIN"
+	TenantAdmin  = "TENANT_ADMIN"
+	CustomerUser = "CUSTOMER_USER"
+	RefreshScope = "REFRESH_TOKEN"
+)
+
+// CredentialsAccessToken is the only device credentials type Sluice supports so far.
+const CredentialsAccessToken = "ACCESS_TOKEN"
+
+// EntityID is a typed id as ThingsBoard writes it: {"entityType":"DEVICE","id":"<uuid>"}.
+// A zero ID means "not given" in request bodies.
+type EntityID struct {
+	EntityType string    `json:"entityType"`
+	ID         uuid.UUID `json:"id"`
+}
+
+func newEntityID(entityType string, id uuid.UUID) EntityID {
+	return EntityID{EntityType: entityType, ID: id}
+}
+
+// orNull maps "not given" to NullUUID, so stored records never hold uuid.Nil ids.
+func orNull(id uuid.UUID) uuid.UUID {
+	if id == uuid.Nil {
+		return NullUUID
+	}
+	return id
+}
+
+// isNull reports whether id means "none" in either spelling.
+func isNull(id uuid.UUID) bool { return id == uuid.Nil || id == NullUUID }
+
+// Tenant is a ThingsBoard tenant. Name mirrors Title as ThingsBoard does.
+type Tenant struct {
+	ID             EntityID        `json:"id"`
+	CreatedTime    int64           `json:"createdTime"`
+	Title          string          `json:"title"`
+	Name           string          `json:"name"`
+	Region         string          `json:"region"`
+	Country        string          `json:"country"`
+	State          string          `json:"state"`
+	City           string          `json:"city"`
+	Address        string          `json:"address"`
+	Address2       string          `json:"address2"`
+	Zip            string          `json:"zip"`
+	Phone          string          `json:"phone"`
+	Email          string          `json:"email"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+	Version        int64           `json:"version"`
+}
+
+// Customer belongs to one tenant; its title is unique within the tenant.
+type Customer struct {
+	ID             EntityID        `json:"id"`
+	CreatedTime    int64           `json:"createdTime"`
+	TenantID       EntityID        `json:"tenantId"`
+	Title          string          `json:"title"`
+	Name           string          `json:"name"`
+	Country        string          `json:"country"`
+	State          string          `json:"state"`
+	City           string          `json:"city"`
+	Address        string          `json:"address"`
+	Address2       string          `json:"address2"`
+	Zip            string          `json:"zip"`
+	Phone          string          `json:"phone"`
+	Email          string          `json:"email"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+	ExternalID     *EntityID       `json:"externalId"`
+	Version        int64           `json:"version"`
+}
+
+// User is a platform user (compat §7.4). The password lives in userCredentials and
+// is never part of this type, so no encoding of a User can leak it.
+type User struct {
+	ID             EntityID        `json:"id"`
+	CreatedTime    int64           `json:"createdTime"`
+	TenantID       EntityID        `json:"tenantId"`
+	CustomerID     EntityID        `json:"customerId"`
+	Email          string          `json:"email"`
+	Authority      string          `json:"authority"`
+	FirstName      string          `json:"firstName"`
+	LastName       string          `json:"lastName"`
+	Phone          string          `json:"phone"`
+	Name           string          `json:"name"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+	Version        int64           `json:"version"`
+}
+
+// userCredentials holds what authenticates a user; stored under the user's id.
+type userCredentials struct {
+	UserID        uuid.UUID `json:"userId"`
+	TenantID      uuid.UUID `json:"tenantId"`
+	Enabled       bool      `json:"enabled"`
+	PasswordHash  string    `json:"password"`
+	ActivateToken string    `json:"activateToken,omitempty"`
+}
+
+// Provision types of a device profile (compat §4).
+const (
+	ProvisionDisabled = "DISABLED"
+)
+
+// ProvisionConfiguration is the provisioning part of DeviceProfileData.
+type ProvisionConfiguration struct {
+	Type                  string  `json:"type"`
+	ProvisionDeviceSecret *string `json:"provisionDeviceSecret"`
+}
+
+// DeviceProfileData is the profileData of a device profile. The parts Sluice does
+// not interpret are kept verbatim.
+type DeviceProfileData struct {
+	Configuration          json.RawMessage        `json:"configuration"`
+	TransportConfiguration json.RawMessage        `json:"transportConfiguration"`
+	ProvisionConfiguration ProvisionConfiguration `json:"provisionConfiguration"`
+	Alarms                 json.RawMessage        `json:"alarms"`
+}
+
+// DeviceProfile groups devices of one kind within a tenant. Exactly one profile of
+// a tenant is the default one.
+type DeviceProfile struct {
+	ID                 EntityID          `json:"id"`
+	CreatedTime        int64             `json:"createdTime"`
+	TenantID           EntityID          `json:"tenantId"`
+	Name               string            `json:"name"`
+	Description        string            `json:"description"`
+	Image              *string           `json:"image"`
+	Type               string            `json:"type"`
+	TransportType      string            `json:"transportType"`
+	ProvisionType      string            `json:"provisionType"`
+	ProvisionDeviceKey *string           `json:"provisionDeviceKey"`
+	DefaultRuleChainID *EntityID         `json:"defaultRuleChainId"`
+	DefaultDashboardID *EntityID         `json:"defaultDashboardId"`
+	DefaultQueueName   *string           `json:"defaultQueueName"`
+	FirmwareID         *EntityID         `json:"firmwareId"`
+	SoftwareID         *EntityID         `json:"softwareId"`
+	ProfileData        DeviceProfileData `json:"profileData"`
+	Default            bool              `json:"default"`
+	ExternalID         *EntityID         `json:"externalId"`
+	Version            int64             `json:"version"`
+}
+
+// DeviceProfileInfo is the short form of a profile (GET /api/deviceProfileInfo/...).
+type DeviceProfileInfo struct {
+	ID                 EntityID  `json:"id"`
+	TenantID           EntityID  `json:"tenantId"`
+	Name               string    `json:"name"`
+	Image              *string   `json:"image"`
+	DefaultDashboardID *EntityID `json:"defaultDashboardId"`
+	Type               string    `json:"type"`
+	TransportType      string    `json:"transportType"`
+}
+
+// Info returns the short form of the profile.
+func (p *DeviceProfile) Info() DeviceProfileInfo {
+	return DeviceProfileInfo{ID: p.ID, TenantID: p.TenantID, Name: p.Name, Image: p.Image,
+		DefaultDashboardID: p.DefaultDashboardID, Type: p.Type, TransportType: p.TransportType}
+}
+
+// Device is a ThingsBoard device. Type is the name of its profile. The tenant field
+// is Tenant so that TenantID() can serve the device-API hot path.
+type Device struct {
+	ID              EntityID        `json:"id"`
+	CreatedTime     int64           `json:"createdTime"`
+	Tenant          EntityID        `json:"tenantId"`
+	CustomerID      EntityID        `json:"customerId"`
+	Name            string          `json:"name"`
+	Type            string          `json:"type"`
+	Label           string          `json:"label"`
+	DeviceProfileID EntityID        `json:"deviceProfileId"`
+	DeviceData      json.RawMessage `json:"deviceData"`
+	FirmwareID      *EntityID       `json:"firmwareId"`
+	SoftwareID      *EntityID       `json:"softwareId"`
+	ExternalID      *EntityID       `json:"externalId"`
+	AdditionalInfo  json.RawMessage `json:"additionalInfo"`
+	Version         int64           `json:"version"`
+}
+
+// UUID returns the id of the device.
+func (d *Device) UUID() uuid.UUID { return d.ID.ID }
+
+// TenantID returns the id of the tenant that owns the device.
+func (d *Device) TenantID() uuid.UUID { return d.Tenant.ID }
+
+// CredentialsID is the id of device credentials; ThingsBoard writes it without an entity type.
+type CredentialsID struct {
+	ID uuid.UUID `json:"id"`
+}
+
+// DeviceCredentials authenticate a device on the device API. CredentialsID holds the
+// access token.
+type DeviceCredentials struct {
+	ID               CredentialsID `json:"id"`
+	CreatedTime      int64         `json:"createdTime"`
+	DeviceID         EntityID      `json:"deviceId"`
+	CredentialsType  string        `json:"credentialsType"`
+	CredentialsID    string        `json:"credentialsId"`
+	CredentialsValue *string       `json:"credentialsValue"`
+	Version          int64         `json:"version"`
+}
+
+// JWTPair is the answer of login and refresh.
+type JWTPair struct {
+	Token        string `json:"token"`
+	RefreshToken string `json:"refreshToken"`
+}
+
+var (
+	defaultDeviceData = json.RawMessage(`{"configuration":{"type":"DEFAULT"},"transportConfiguration":{"type":"DEFAULT"}}`)
+	defaultTypeJSON   = json.RawMessage(`{"type":"DEFAULT"}`)
+)

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+var (
+	errUserEmailBlank    = &Error{Code: CodeBadRequestParams, Msg: "User email should be specified!"}
+	errUserNoAuthority   = &Error{Code: CodeBadRequestParams, Msg: "User authority isn't defined!"}
+	errUserBadTenant     = &Error{Code: CodeBadRequestParams, Msg: "User is referencing to non-existent tenant!"}
+	errUserBadCustomer   = &Error{Code: CodeBadRequestParams, Msg: "User is referencing to non-existent customer!"}
+	errUserNoTenantGiven = &Error{Code: CodeBadRequestParams, Msg: "Tenant administrator should be assigned to tenant!"}
+)
+
+// SaveUser creates (zero ID) or updates a user within p's reach; the later
+// activation issue adds the activation link, so a new user cannot log in yet.
+// A system administrator manages system administrators and tenant admins of any
+// tenant; a tenant admin manages tenant admins and customer users of its tenant;
+// customer users manage nobody. On update only the e-mail, names, phone and
+// additionalInfo change.
+func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, error) {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return nil, err
+	}
+	if err := checkEmail(in.Email); err != nil {
+		return nil, err
+	}
+	if in.ID.ID != uuid.Nil {
+		old, err := getRecord[User](ctx, e, kindUser, in.ID.ID)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		if !canManageUser(p, old) {
+			return nil, ErrPermissionDenied
+		}
+		u := *old
+		u.Email, u.FirstName, u.LastName, u.Phone, u.AdditionalInfo = in.Email, in.FirstName, in.LastName, in.Phone, in.AdditionalInfo
+		u.Version++
+		return &u, e.putUser(ctx, &u)
+	}
+	u := *in
+	if err := e.placeNewUser(ctx, p, &u); err != nil {
+		return nil, err
+	}
+	return e.createUser(ctx, &u, "")
+}
+
+// placeNewUser sets the tenant and customer of a user p creates and checks p may.
+func (e *Engine) placeNewUser(ctx context.Context, p *Principal, u *User) error {
+	switch u.Authority {
+	case "":
+		return errUserNoAuthority
+	case SysAdmin, TenantAdmin, CustomerUser:
+	default:
+		return Errorf(CodeBadRequestParams, "Invalid authority: %s", u.Authority)
+	}
+	switch {
+	case p.Authority == SysAdmin && u.Authority == SysAdmin:
+		u.TenantID, u.CustomerID = newEntityID(EntityTenant, NullUUID), newEntityID(EntityCustomer, NullUUID)
+	case p.Authority == SysAdmin && u.Authority == TenantAdmin:
+		if isNull(u.TenantID.ID) {
+			return errUserNoTenantGiven
+		}
+		if _, err := getRecord[Tenant](ctx, e, kindTenant, u.TenantID.ID); err != nil {
+			return ifNotFound(err, errUserBadTenant)
+		}
+		u.TenantID.EntityType, u.CustomerID = EntityTenant, newEntityID(EntityCustomer, NullUUID)
+	case p.Authority == TenantAdmin && u.Authority == TenantAdmin:
+		u.TenantID, u.CustomerID = newEntityID(EntityTenant, p.TenantID), newEntityID(EntityCustomer, NullUUID)
+	case p.Authority == TenantAdmin && u.Authority == CustomerUser:
+		if isNull(u.CustomerID.ID) {
+			return errUserBadCustomer
+		}
+		c, err := getRecord[Customer](ctx, e, kindCustomer, u.CustomerID.ID)
+		if err != nil {
+			return ifNotFound(err, errUserBadCustomer)
+		}
+		if c.TenantID.ID != p.TenantID {
+			return ErrPermissionDenied
+		}
+		u.TenantID, u.CustomerID = c.TenantID, c.ID
+	default:
+		return ErrPermissionDenied
+	}
+	return nil
+}
+
+// canManageUser reports whether p may change an existing user.
+func canManageUser(p *Principal, u *User) bool {
+	switch p.Authority {
+	case SysAdmin:
+		return u.Authority == SysAdmin || u.Authority == TenantAdmin
+	case TenantAdmin:
+		return u.TenantID.ID == p.TenantID && (u.Authority == TenantAdmin || u.Authority == CustomerUser)
+	}
+	return false
+}
+
+// checkEmail is a plain shape check; delivery proves the rest.
+func checkEmail(email string) error {
+	if strings.TrimSpace(email) == "" {
+		return errUserEmailBlank
+	}
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok || local == "" || domain == "" || strings.ContainsAny(email, " \t\r\n") || strings.Contains(domain, "@") {
+		return Errorf(CodeBadRequestParams, "Invalid email address format '%s'!", email)
+	}
+	return nil
+}
+
+// createUser stores a new user and its credentials. With a password the user is
+// enabled; without one it waits for activation. The user goes first: an
+// interrupted create leaves a user that cannot log in, never credentials without a user.
+func (e *Engine) createUser(ctx context.Context, in *User, password string) (*User, error) {
+	u := *in
+	u.ID = newEntityID(EntityUser, newID())
+	u.CreatedTime, u.Version = e.now().UnixMilli(), 1
+	if err := e.putUser(ctx, &u); err != nil {
+		return nil, err
+	}
+	if err := e.putUserCredentials(ctx, &u, password); err != nil {
+		return nil, errors.Join(err, e.deleteRecord(ctx, kindUser, u.ID.ID))
+	}
+	return &u, nil
+}
+
+func (e *Engine) putUser(ctx context.Context, u *User) error {
+	u.Name = u.Email
+	u.TenantID.ID, u.CustomerID.ID = orNull(u.TenantID.ID), orNull(u.CustomerID.ID)
+	err := e.putRecord(ctx, kindUser, u.ID.ID, u.TenantID.ID, u, emailKey(u.Email))
+	if errors.Is(err, storage.ErrConflict) {
+		return Errorf(CodeBadRequestParams, "User with email '%s' already present in database!", u.Email)
+	}
+	return err
+}
+
+// putUserCredentials sets the password of u; an empty password leaves the user
+// disabled with an activation token.
+func (e *Engine) putUserCredentials(ctx context.Context, u *User, password string) error {
+	c := userCredentials{UserID: u.ID.ID, TenantID: u.TenantID.ID}
+	var unique []string
+	if password != "" {
+		h, err := e.hashPassword(password)
+		if err != nil {
+			return err
+		}
+		c.PasswordHash, c.Enabled = h, true
+	} else {
+		c.ActivateToken = randomString(30)
+		unique = append(unique, activateTokenKey(c.ActivateToken))
+	}
+	return e.putRecord(ctx, kindUserCreds, u.ID.ID, u.TenantID.ID, &c, unique...)
+}

@@ -1,0 +1,150 @@
+package httpapi
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// deviceRoutes registers the ThingsBoard device API. The access token in the path
+// authenticates; X-Authorization is ignored here, as in ThingsBoard.
+func (s *Server) deviceRoutes(r *router.Router) {
+	r.POST("/api/v1/{token}/telemetry", s.postTelemetry)
+	r.POST("/api/v1/{token}/attributes", s.postClientAttributes)
+	r.GET("/api/v1/{token}/attributes", s.getDeviceAttributes)
+}
+
+// batch is the pooled scratch of one telemetry request: parsed entries and the
+// rows handed to ingest. Both alias the request body until the write returns.
+type batch struct {
+	entries []kv.Entry
+	rows    []storage.Row
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+func (b *batch) reset() {
+	clear(b.entries)
+	clear(b.rows)
+	b.entries, b.rows = b.entries[:0], b.rows[:0]
+}
+
+func (s *Server) device(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
+	token, _ := ctx.UserValue("token").(string)
+	dev, err := s.eng.DeviceByToken(ctx, token)
+	if err != nil {
+		s.fail(ctx, err)
+		return nil, false
+	}
+	return dev, true
+}
+
+func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
+	dev, ok := s.device(ctx)
+	if !ok {
+		return
+	}
+	b := batchPool.Get().(*batch)
+	defer func() { b.reset(); batchPool.Put(b) }()
+	var err error
+	b.entries, err = codec.ParseTelemetry(b.entries, ctx.PostBody(), time.Now().UnixMilli(), s.cfg.Limits)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	for _, e := range b.entries {
+		b.rows = append(b.rows, storage.Row{TenantID: dev.TenantID(), EntityID: dev.UUID(), Entry: e})
+	}
+	if err := s.ingest.Write(ctx, b.rows); err != nil {
+		s.fail(ctx, err)
+	}
+}
+
+func (s *Server) postClientAttributes(ctx *fasthttp.RequestCtx) {
+	dev, ok := s.device(ctx)
+	if !ok {
+		return
+	}
+	b := batchPool.Get().(*batch)
+	defer func() { b.reset(); batchPool.Put(b) }()
+	var err error
+	b.entries, err = codec.ParseAttributes(b.entries, ctx.PostBody(), s.cfg.Limits)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if err := s.eng.SaveAttributes(ctx, dev.UUID(), storage.ClientScope, b.entries); err != nil {
+		s.fail(ctx, err)
+	}
+}
+
+// getDeviceAttributes answers {"client":{..},"shared":{..}} (compat §1.3): no keys
+// at all means every client and shared attribute; a scope with nothing is omitted.
+func (s *Server) getDeviceAttributes(ctx *fasthttp.RequestCtx) {
+	dev, ok := s.device(ctx)
+	if !ok {
+		return
+	}
+	args := ctx.QueryArgs()
+	clientKeys, sharedKeys := keyList(args, "clientKeys"), keyList(args, "sharedKeys")
+	all := clientKeys == nil && sharedKeys == nil
+	buf := append(make([]byte, 0, 256), '{')
+	first := true
+	for _, sc := range []struct {
+		name  string
+		scope storage.Scope
+		keys  []string
+	}{{"client", storage.ClientScope, clientKeys}, {"shared", storage.SharedScope, sharedKeys}} {
+		if !all && sc.keys == nil {
+			continue
+		}
+		attrs, err := s.eng.Attributes(ctx, dev.UUID(), sc.scope, sc.keys)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		if len(attrs) == 0 {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = appendJSONString(buf, sc.name)
+		buf = append(buf, ':', '{')
+		for i, a := range attrs {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendJSONString(buf, a.Key)
+			buf = append(buf, ':')
+			buf = a.Value.AppendJSON(buf)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, '}')
+	ctx.SetContentType("application/json")
+	ctx.SetBody(buf)
+}
+
+// keyList reads a key list given as comma-separated values, repeated parameters,
+// or both. It returns nil when the parameter is absent or holds no key.
+func keyList(args *fasthttp.Args, name string) []string {
+	var keys []string
+	for _, v := range args.PeekMulti(name) {
+		for k := range strings.SplitSeq(string(v), ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}

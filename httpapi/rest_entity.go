@@ -1,0 +1,258 @@
+package httpapi
+
+import (
+	"strconv"
+
+	"github.com/fasthttp/router"
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/engine"
+)
+
+// entityRoutes registers the REST paths for devices, credentials, device profiles,
+// tenants, customers and users. Role and tenant checks live in the engine.
+func (s *Server) entityRoutes(r *router.Router) {
+	r.POST("/api/device", s.authed(s.saveDevice))
+	r.GET("/api/device/{deviceId}", s.authed(s.getDevice))
+	r.DELETE("/api/device/{deviceId}", s.authed(s.deleteDevice))
+	r.GET("/api/device/{deviceId}/credentials", s.authed(s.getDeviceCredentials))
+	r.POST("/api/device/credentials", s.authed(s.saveDeviceCredentials))
+	r.GET("/api/tenant/devices", s.authed(s.tenantDevices))
+	r.GET("/api/tenant/device", s.authed(s.tenantDevice))
+
+	r.GET("/api/deviceProfileInfo/default", s.authed(s.defaultProfileInfo))
+	r.POST("/api/deviceProfile", s.authed(s.saveDeviceProfile))
+	r.GET("/api/deviceProfile/{deviceProfileId}", s.authed(s.getDeviceProfile))
+	r.DELETE("/api/deviceProfile/{deviceProfileId}", s.authed(s.deleteDeviceProfile))
+	r.GET("/api/deviceProfiles", s.authed(s.deviceProfiles))
+
+	r.POST("/api/tenant", s.authed(s.saveTenant))
+	r.GET("/api/tenant/{tenantId}", s.authed(s.getTenant))
+	r.GET("/api/tenants", s.authed(s.tenants))
+	r.POST("/api/customer", s.authed(s.saveCustomer))
+	r.GET("/api/customer/{customerId}", s.authed(s.getCustomer))
+	r.GET("/api/customers", s.authed(s.customers))
+	r.POST("/api/user", s.authed(s.saveUser))
+}
+
+func (s *Server) saveDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var d engine.Device
+	if !s.readJSON(ctx, &d) {
+		return
+	}
+	v, err := s.eng.SaveDevice(ctx, p, &d, string(ctx.QueryArgs().Peek("accessToken")))
+	s.respond(ctx, v, err)
+}
+
+func (s *Server) getDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceId"); ok {
+		v, err := s.eng.GetDevice(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deleteDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceId"); ok {
+		s.done(ctx, s.eng.DeleteDevice(ctx, p, id))
+	}
+}
+
+func (s *Server) getDeviceCredentials(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceId"); ok {
+		v, err := s.eng.GetDeviceCredentials(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) saveDeviceCredentials(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var c engine.DeviceCredentials
+	if s.readJSON(ctx, &c) {
+		v, err := s.eng.SaveDeviceCredentials(ctx, p, &c)
+		s.respond(ctx, v, err)
+	}
+}
+
+// tenantDevices is a page of devices, or with deviceName the one device of that
+// name (ThingsBoard maps both to this path).
+func (s *Server) tenantDevices(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	args := ctx.QueryArgs()
+	if args.Has("deviceName") {
+		v, err := s.eng.TenantDeviceByName(ctx, p, string(args.Peek("deviceName")))
+		s.respond(ctx, v, err)
+		return
+	}
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListTenantDevices(ctx, p, pl, string(args.Peek("type")))
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) tenantDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if name, ok := requiredParam(ctx, "deviceName"); ok {
+		v, err := s.eng.TenantDeviceByName(ctx, p, name)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) defaultProfileInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	v, err := s.eng.GetDefaultProfileInfo(ctx, p)
+	s.respond(ctx, v, err)
+}
+
+func (s *Server) saveDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var dp engine.DeviceProfile
+	if s.readJSON(ctx, &dp) {
+		v, err := s.eng.SaveDeviceProfile(ctx, p, &dp)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) getDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceProfileId"); ok {
+		v, err := s.eng.GetDeviceProfile(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deleteDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceProfileId"); ok {
+		s.done(ctx, s.eng.DeleteDeviceProfile(ctx, p, id))
+	}
+}
+
+func (s *Server) deviceProfiles(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListDeviceProfiles(ctx, p, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) saveTenant(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var t engine.Tenant
+	if s.readJSON(ctx, &t) {
+		v, err := s.eng.SaveTenant(ctx, p, &t)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) getTenant(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "tenantId"); ok {
+		v, err := s.eng.GetTenant(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) tenants(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListTenants(ctx, p, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) saveCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var c engine.Customer
+	if s.readJSON(ctx, &c) {
+		v, err := s.eng.SaveCustomer(ctx, p, &c)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) getCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "customerId"); ok {
+		v, err := s.eng.GetCustomer(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) customers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListCustomers(ctx, p, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+// saveUser creates or updates a user. sendActivationMail is accepted and ignored
+// until activation exists.
+func (s *Server) saveUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var u engine.User
+	if s.readJSON(ctx, &u) {
+		v, err := s.eng.SaveUser(ctx, p, &u)
+		s.respond(ctx, v, err)
+	}
+}
+
+// respond answers an engine result: the value as JSON, or the error.
+func (s *Server) respond(ctx *fasthttp.RequestCtx, v any, err error) {
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	s.writeJSON(ctx, v)
+}
+
+// done answers 200 with an empty body, or the error.
+func (s *Server) done(ctx *fasthttp.RequestCtx, err error) {
+	if err != nil {
+		s.fail(ctx, err)
+	}
+}
+
+// pathID parses the path parameter name as an id; a bad one is a 400.
+func (s *Server) pathID(ctx *fasthttp.RequestCtx, name string) (uuid.UUID, bool) {
+	id, err := engine.ParseID(pathParam(ctx, name))
+	if err != nil {
+		s.fail(ctx, err)
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+// requiredParam returns a query parameter that must be present.
+func requiredParam(ctx *fasthttp.RequestCtx, name string) (string, bool) {
+	args := ctx.QueryArgs()
+	if !args.Has(name) {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Required request parameter '"+name+"' for method parameter type String is not present")
+		return "", false
+	}
+	return string(args.Peek(name)), true
+}
+
+// pageLink reads pageSize and page (both required, as in ThingsBoard), textSearch,
+// sortProperty and sortOrder; the engine checks their values.
+func pageLink(ctx *fasthttp.RequestCtx) (engine.PageLink, bool) {
+	var pl engine.PageLink
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"pageSize", &pl.PageSize}, {"page", &pl.Page}} {
+		raw, ok := requiredIntParam(ctx, p.name)
+		if !ok {
+			return pl, false
+		}
+		*p.dst = raw
+	}
+	args := ctx.QueryArgs()
+	pl.TextSearch = string(args.Peek("textSearch"))
+	pl.SortProperty = string(args.Peek("sortProperty"))
+	pl.SortOrder = string(args.Peek("sortOrder"))
+	return pl, true
+}
+
+func requiredIntParam(ctx *fasthttp.RequestCtx, name string) (int, bool) {
+	args := ctx.QueryArgs()
+	if !args.Has(name) {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Required request parameter '"+name+"' for method parameter type int is not present")
+		return 0, false
+	}
+	raw := string(args.Peek(name))
+	n, err := strconv.Atoi(raw)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Failed to convert value of type 'java.lang.String' to required type 'int'; For input string: \""+raw+"\"")
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,460 @@
+package httpapi
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// telemetryRoutes registers the ThingsBoard TelemetryController paths (compat §6).
+// Path parameters keep one name per position because the router requires it: the
+// two-segment V1 form /{deviceId}/{scope} is registered as /{entityType}/{entityId}.
+func (s *Server) telemetryRoutes(r *router.Router) {
+	g := r.Group("/api/plugins/telemetry")
+	g.GET("/{entityType}/{entityId}/values/timeseries", s.authed(s.getTimeseries))
+	g.GET("/{entityType}/{entityId}/values/timeseries/history", s.authed(s.getTimeseries))
+	g.GET("/{entityType}/{entityId}/values/attributes", s.authed(s.getAttributes))
+	g.GET("/{entityType}/{entityId}/values/attributes/{scope}", s.authed(s.getAttributes))
+	g.GET("/{entityType}/{entityId}/keys/timeseries", s.authed(s.getTimeseriesKeys))
+	g.GET("/{entityType}/{entityId}/keys/attributes", s.authed(s.getAttributeKeys))
+	g.GET("/{entityType}/{entityId}/keys/attributes/{scope}", s.authed(s.getAttributeKeys))
+
+	g.POST("/{entityType}/{entityId}/attributes/{scope}", s.authed(s.postAttributes))
+	g.POST("/{entityType}/{entityId}/{scope}", s.authed(s.postAttributes))
+	g.POST("/{entityType}/{entityId}", s.authed(s.postDeviceAttributesV1))
+	g.POST("/{entityType}/{entityId}/timeseries/{scope}", s.authed(s.postTimeseries))
+	g.POST("/{entityType}/{entityId}/timeseries/{scope}/{ttl}", s.authed(s.postTimeseries))
+
+	g.DELETE("/{entityType}/{entityId}/{scope}", s.authed(s.deleteAttributes))
+	g.DELETE("/{entityType}/{entityId}", s.authed(s.deleteDeviceAttributesV1))
+	g.DELETE("/{entityType}/{entityId}/timeseries/delete", s.authed(s.deleteTimeseries))
+}
+
+// entity resolves the {entityType}/{entityId} of the path and checks access.
+func (s *Server) entity(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID string, write bool) (uuid.UUID, bool) {
+	id, err := uuid.Parse(rawID)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+rawID)
+		return uuid.Nil, false
+	}
+	if _, err := s.eng.AuthorizeEntity(ctx, p, entityType, id, write); err != nil {
+		s.fail(ctx, err)
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+func pathParam(ctx *fasthttp.RequestCtx, name string) string {
+	v, _ := ctx.UserValue(name).(string)
+	return v
+}
+
+// keysParam reads "keys" (comma list) and repeated "key" parameters.
+func keysParam(args *fasthttp.Args) []string {
+	return append(keyList(args, "keys"), keyList(args, "key")...)
+}
+
+func int64Param(ctx *fasthttp.RequestCtx, name string, def int64) (int64, bool) {
+	v := ctx.QueryArgs().Peek(name)
+	if len(v) == 0 {
+		return def, true
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Failed to convert value of type 'java.lang.String' to required type 'long'; parameter '"+name+"': "+string(v))
+		return 0, false
+	}
+	return n, true
+}
+
+func boolParam(ctx *fasthttp.RequestCtx, name string, def bool) bool {
+	v := ctx.QueryArgs().Peek(name)
+	if len(v) == 0 {
+		return def
+	}
+	return string(v) == "true"
+}
+
+// getTimeseries answers latest values, or history when startTs and endTs are given
+// (or on the /history path).
+func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	if !ok {
+		return
+	}
+	args := ctx.QueryArgs()
+	keys := keysParam(args)
+	strict := boolParam(ctx, "useStrictDataTypes", false)
+	history := args.Has("startTs") || args.Has("endTs") || len(ctx.Path()) > 8 && string(ctx.Path()[len(ctx.Path())-8:]) == "/history"
+	if !history {
+		latest, err := s.eng.LatestTelemetry(ctx, id, keys)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		s.writeLatest(ctx, keys, latest, strict)
+		return
+	}
+	q := engine.HistoryQuery{EntityID: id, Keys: keys}
+	if q.StartTs, ok = int64Param(ctx, "startTs", 0); !ok {
+		return
+	}
+	if q.EndTs, ok = int64Param(ctx, "endTs", 0); !ok {
+		return
+	}
+	if !args.Has("startTs") || !args.Has("endTs") {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Required request parameters 'startTs' and 'endTs' are not present")
+		return
+	}
+	if q.Interval, ok = int64Param(ctx, "interval", 0); !ok {
+		return
+	}
+	limit, ok := int64Param(ctx, "limit", 100)
+	if !ok {
+		return
+	}
+	q.Limit = int(min(max(limit, 1), math.MaxInt32))
+	agg, okAgg := engine.ParseAgg(string(args.Peek("agg")))
+	if !okAgg {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid aggregation: "+string(args.Peek("agg")))
+		return
+	}
+	if it := string(args.Peek("intervalType")); it != "" && it != "MILLISECONDS" {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Unsupported intervalType: "+it+"; Sluice supports MILLISECONDS")
+		return
+	}
+	q.Agg = agg
+	if q.Interval <= 0 {
+		q.Agg = storage.AggNone // compat §6: an aggregation with interval 0 is no aggregation
+	}
+	switch o := string(args.Peek("orderBy")); o {
+	case "", "DESC":
+	case "ASC":
+		q.Asc = true
+	default:
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid orderBy: "+o)
+		return
+	}
+	series, err := s.eng.TelemetryHistory(ctx, q)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	buf := append(make([]byte, 0, 512), '{')
+	n := 0
+	for _, sr := range series {
+		if len(sr.Points) == 0 {
+			continue
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		n++
+		buf = appendSeries(buf, sr.Key, sr.Points, strict)
+	}
+	buf = append(buf, '}')
+	ctx.SetContentType("application/json")
+	ctx.SetBody(buf)
+}
+
+// writeLatest writes {"key":[{"ts","value"}]}; a requested key with no value gets
+// [{"ts":<now>,"value":null}] as ThingsBoard answers.
+func (s *Server) writeLatest(ctx *fasthttp.RequestCtx, keys []string, latest []kv.Entry, strict bool) {
+	buf := append(make([]byte, 0, 256), '{')
+	byKey := make(map[string]int, len(latest))
+	for i, e := range latest {
+		byKey[e.Key] = i
+	}
+	n := 0
+	emit := func(key string, e *kv.Entry) {
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		n++
+		if e != nil {
+			buf = appendSeries(buf, key, []kv.Entry{*e}, strict)
+			return
+		}
+		buf = appendJSONString(buf, key)
+		buf = append(buf, `:[{"ts":`...)
+		buf = strconv.AppendInt(buf, time.Now().UnixMilli(), 10)
+		buf = append(buf, `,"value":null}]`...)
+	}
+	if keys == nil {
+		for i := range latest {
+			emit(latest[i].Key, &latest[i])
+		}
+	} else {
+		for _, k := range keys {
+			if i, ok := byKey[k]; ok {
+				emit(k, &latest[i])
+			} else {
+				emit(k, nil)
+			}
+		}
+	}
+	buf = append(buf, '}')
+	ctx.SetContentType("application/json")
+	ctx.SetBody(buf)
+}
+
+func appendSeries(buf []byte, key string, pts []kv.Entry, strict bool) []byte {
+	buf = appendJSONString(buf, key)
+	buf = append(buf, ':', '[')
+	for i, pt := range pts {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"ts":`...)
+		buf = strconv.AppendInt(buf, pt.Ts, 10)
+		buf = append(buf, `,"value":`...)
+		if strict {
+			buf = pt.Value.AppendJSON(buf)
+		} else {
+			buf = appendJSONString(buf, pt.Value.Text())
+		}
+		buf = append(buf, '}')
+	}
+	return append(buf, ']')
+}
+
+// scopesParam resolves the optional {scope} path segment; none means all three.
+func scopesParam(ctx *fasthttp.RequestCtx) ([]storage.Scope, bool) {
+	raw := pathParam(ctx, "scope")
+	if raw == "" {
+		return []storage.Scope{storage.ClientScope, storage.SharedScope, storage.ServerScope}, true
+	}
+	sc, ok := storage.ParseScope(raw)
+	if !ok {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid scope: "+raw)
+		return nil, false
+	}
+	return []storage.Scope{sc}, true
+}
+
+// getAttributes answers [{"lastUpdateTs","key","value"}] with native value types.
+func (s *Server) getAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	if !ok {
+		return
+	}
+	scopes, ok := scopesParam(ctx)
+	if !ok {
+		return
+	}
+	keys := keysParam(ctx.QueryArgs())
+	buf := append(make([]byte, 0, 256), '[')
+	n := 0
+	for _, sc := range scopes {
+		attrs, err := s.eng.Attributes(ctx, id, sc, keys)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		for _, a := range attrs {
+			if n > 0 {
+				buf = append(buf, ',')
+			}
+			n++
+			buf = append(buf, `{"lastUpdateTs":`...)
+			buf = strconv.AppendInt(buf, a.Ts, 10)
+			buf = append(buf, `,"key":`...)
+			buf = appendJSONString(buf, a.Key)
+			buf = append(buf, `,"value":`...)
+			buf = a.Value.AppendJSON(buf)
+			buf = append(buf, '}')
+		}
+	}
+	buf = append(buf, ']')
+	ctx.SetContentType("application/json")
+	ctx.SetBody(buf)
+}
+
+func (s *Server) getAttributeKeys(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	if !ok {
+		return
+	}
+	scopes, ok := scopesParam(ctx)
+	if !ok {
+		return
+	}
+	keys, err := s.eng.AttributeKeys(ctx, id, scopes...)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	s.writeJSON(ctx, nonNil(keys))
+}
+
+func (s *Server) getTimeseriesKeys(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	if !ok {
+		return
+	}
+	keys, err := s.eng.TelemetryKeys(ctx, id)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	s.writeJSON(ctx, nonNil(keys))
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// writableScope parses a REST attribute scope: only SERVER_SCOPE and SHARED_SCOPE
+// can be written by the platform (compat §6).
+func writableScope(ctx *fasthttp.RequestCtx, raw string) (storage.Scope, bool) {
+	sc, ok := storage.ParseScope(raw)
+	switch {
+	case !ok:
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid scope: "+raw)
+		return 0, false
+	case sc == storage.ClientScope:
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid scope: CLIENT_SCOPE")
+		return 0, false
+	}
+	return sc, true
+}
+
+func (s *Server) postAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	s.saveAttributes(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), pathParam(ctx, "scope"))
+}
+
+// postDeviceAttributesV1 serves POST /api/plugins/telemetry/{deviceId}/{scope}.
+func (s *Server) postDeviceAttributesV1(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	s.saveAttributes(ctx, p, "DEVICE", pathParam(ctx, "entityType"), pathParam(ctx, "entityId"))
+}
+
+func (s *Server) saveAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID, rawScope string) {
+	id, ok := s.entity(ctx, p, entityType, rawID, true)
+	if !ok {
+		return
+	}
+	scope, ok := writableScope(ctx, rawScope)
+	if !ok {
+		return
+	}
+	entries, err := codec.ParseAttributesStrict(nil, ctx.PostBody(), s.cfg.Limits)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if len(entries) == 0 {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "No attributes data found in request body!")
+		return
+	}
+	if err := s.eng.SaveAttributes(ctx, id, scope, entries); err != nil {
+		s.fail(ctx, err)
+	}
+}
+
+func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	tenantID, id, ok := s.writableEntity(ctx, p)
+	if !ok {
+		return
+	}
+	b := batchPool.Get().(*batch)
+	defer func() { b.reset(); batchPool.Put(b) }()
+	var err error
+	b.entries, err = codec.ParseTelemetryStrict(b.entries, ctx.PostBody(), time.Now().UnixMilli(), s.cfg.Limits)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if len(b.entries) == 0 {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "No time series data found in request body!")
+		return
+	}
+	for _, e := range b.entries {
+		b.rows = append(b.rows, storage.Row{TenantID: tenantID, EntityID: id, Entry: e})
+	}
+	if err := s.ingest.Write(ctx, b.rows); err != nil {
+		s.fail(ctx, err)
+	}
+}
+
+func (s *Server) writableEntity(ctx *fasthttp.RequestCtx, p *engine.Principal) (tenantID, id uuid.UUID, ok bool) {
+	raw := pathParam(ctx, "entityId")
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+raw)
+		return uuid.Nil, uuid.Nil, false
+	}
+	tenantID, err = s.eng.AuthorizeEntity(ctx, p, pathParam(ctx, "entityType"), id, true)
+	if err != nil {
+		s.fail(ctx, err)
+		return uuid.Nil, uuid.Nil, false
+	}
+	return tenantID, id, true
+}
+
+func (s *Server) deleteAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	s.removeAttributes(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), pathParam(ctx, "scope"))
+}
+
+// deleteDeviceAttributesV1 serves DELETE /api/plugins/telemetry/{deviceId}/{scope}.
+func (s *Server) deleteDeviceAttributesV1(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	s.removeAttributes(ctx, p, "DEVICE", pathParam(ctx, "entityType"), pathParam(ctx, "entityId"))
+}
+
+func (s *Server) removeAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID, rawScope string) {
+	id, ok := s.entity(ctx, p, entityType, rawID, true)
+	if !ok {
+		return
+	}
+	scope, ok := storage.ParseScope(rawScope)
+	if !ok {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid scope: "+rawScope)
+		return
+	}
+	if err := s.eng.DeleteAttributes(ctx, id, scope, keysParam(ctx.QueryArgs())); err != nil {
+		s.fail(ctx, err)
+	}
+}
+
+func (s *Server) deleteTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), true)
+	if !ok {
+		return
+	}
+	q := storage.DeleteQuery{
+		EntityID:      id,
+		Keys:          keysParam(ctx.QueryArgs()),
+		DeleteLatest:  boolParam(ctx, "deleteLatest", true),
+		RewriteLatest: boolParam(ctx, "rewriteLatestIfDeleted", false),
+	}
+	if boolParam(ctx, "deleteAllDataForKeys", false) {
+		q.StartTs, q.EndTs = math.MinInt64, math.MaxInt64
+	} else {
+		if !ctx.QueryArgs().Has("startTs") || !ctx.QueryArgs().Has("endTs") {
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+				"When deleteAllDataForKeys is false, start and end timestamp values shouldn't be empty")
+			return
+		}
+		if q.StartTs, ok = int64Param(ctx, "startTs", 0); !ok {
+			return
+		}
+		if q.EndTs, ok = int64Param(ctx, "endTs", 0); !ok {
+			return
+		}
+	}
+	if err := s.eng.DeleteTelemetry(ctx, q); err != nil {
+		s.fail(ctx, err)
+	}
+}

@@ -1,0 +1,152 @@
+// Package node assembles one Sluice node from its configuration: storage back end,
+// engine, telemetry writer and HTTP front end, and runs it until shutdown.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/config"
+	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/httpapi"
+	"github.com/sluice-iot/sluice/ingest"
+	"github.com/sluice-iot/sluice/storage"
+	"github.com/sluice-iot/sluice/storage/embedded"
+)
+
+// Node is one running Sluice node.
+type Node struct {
+	cfg    config.Config
+	log    *slog.Logger
+	store  storage.Backend
+	eng    *engine.Engine
+	ingest *ingest.Writer
+	srv    *fasthttp.Server
+	ln     net.Listener
+	ready  atomic.Bool
+	served chan error
+
+	// Bootstrap says what the first start created (demo token, generated password).
+	Bootstrap engine.BootstrapResult
+}
+
+// Start opens the back end, loads bootstrap data, and starts serving HTTP.
+func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
+	if err := os.MkdirAll(cfg.Data.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("cannot create data folder %s (SLUICE_DATA_DIR): %w", cfg.Data.Dir, err)
+	}
+	key, err := signingKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db, err := embedded.Open(filepath.Join(cfg.Data.Dir, "embedded"), embedded.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the embedded store in %s: %w", cfg.Data.Dir, err)
+	}
+	n := &Node{cfg: cfg, log: log, store: db, served: make(chan error, 1)}
+	n.eng = engine.New(db, engine.Config{
+		JWTSigningKey:   key,
+		AccessTokenTTL:  time.Duration(cfg.Auth.TokenExpiration) * time.Second,
+		RefreshTokenTTL: time.Duration(cfg.Auth.RefreshExpiration) * time.Second,
+		Issuer:          cfg.Auth.Issuer,
+	})
+	if n.Bootstrap, err = n.eng.Bootstrap(context.Background(), cfg.Data.Demo, cfg.Auth.SysadminPassword); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cannot load bootstrap data: %w", err)
+	}
+	n.ingest = ingest.NewWriter(db, ingest.Config{
+		Shards: cfg.Ingest.Shards, QueueSize: cfg.Ingest.QueueSize, MaxBatchRows: cfg.Ingest.MaxBatchRows,
+	})
+	api := httpapi.New(httpapi.Config{
+		MaxBodySize: cfg.Limits.MaxBodySize,
+		Limits: codec.Limits{
+			MaxDepth: cfg.Limits.MaxJSONDepth, MaxObjectKeys: cfg.Limits.MaxObjectKeys,
+			MaxEntries: cfg.Limits.MaxEntries, MaxKeyLen: cfg.Limits.MaxKeyLen, MaxValueLen: cfg.Limits.MaxValueLen,
+		},
+	}, n.eng, n.ingest, log, n.ready.Load)
+	n.srv = &fasthttp.Server{
+		Handler:            api.Handler(),
+		ErrorHandler:       api.ErrorHandler,
+		Name:               "Sluice",
+		MaxRequestBodySize: cfg.Limits.MaxBodySize,
+		ReadTimeout:        30 * time.Second,
+		WriteTimeout:       30 * time.Second,
+		IdleTimeout:        120 * time.Second,
+		Logger:             fasthttpLogger{log},
+	}
+	addr := net.JoinHostPort(cfg.HTTP.BindAddress, strconv.Itoa(cfg.HTTP.BindPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		n.closeStore()
+		return nil, fmt.Errorf("cannot listen on %s (HTTP_BIND_ADDRESS, HTTP_BIND_PORT): %w", addr, err)
+	}
+	if cfg.SSL.SSLEnabled {
+		if ln, err = dualListener(ln, cfg.SSL.PemCert, cfg.SSL.PemKey); err != nil {
+			n.closeStore()
+			return nil, err
+		}
+	}
+	n.ln = ln
+	go func() { n.served <- n.srv.Serve(ln) }()
+	n.ready.Store(true)
+	log.Info("sluice node ready", "addr", ln.Addr().String(), "https", cfg.SSL.SSLEnabled, "data", cfg.Data.Dir, "demo", cfg.Data.Demo)
+	return n, nil
+}
+
+// Addr is the address the node listens on.
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// Engine gives tests and tools access to the node's engine.
+func (n *Node) Engine() *engine.Engine { return n.eng }
+
+// Done is closed with the serve error if the listener stops by itself.
+func (n *Node) Done() <-chan error { return n.served }
+
+// Shutdown stops accepting requests, lets running ones finish (within ctx),
+// commits every queued telemetry batch, and closes the store.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.ready.Store(false)
+	err := n.srv.ShutdownWithContext(ctx)
+	n.ingest.Close()
+	return errors.Join(err, n.closeStore())
+}
+
+func (n *Node) closeStore() error { return n.store.Close() }
+
+// signingKey returns the configured JWT key, or the one generated on first start
+// and kept in the data folder, so tokens stay valid across restarts.
+func signingKey(cfg config.Config) ([]byte, error) {
+	if cfg.Auth.SigningKey != "" {
+		return []byte(cfg.Auth.SigningKey), nil
+	}
+	path := filepath.Join(cfg.Data.Dir, "jwt-signing.key")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	raw := make([]byte, 64)
+	rand.Read(raw)
+	key := []byte(base64.RawStdEncoding.EncodeToString(raw))
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return nil, fmt.Errorf("cannot keep the generated JWT signing key in %s: %w", path, err)
+	}
+	return key, nil
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn("http server", "msg", fmt.Sprintf(format, args...))
+}
