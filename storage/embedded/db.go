@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/pebblelog"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -70,7 +71,7 @@ func Open(dir string, opts Options) (*DB, error) {
 	po := &pebble.Options{
 		Cache:              cache,
 		Lock:               lock,
-		Logger:             pebbleLogger{opts.Logger.With("component", "pebble")},
+		Logger:             pebblelog.Logger{L: opts.Logger.With("component", "pebble")},
 		FormatMajorVersion: pebble.FormatNewest,
 	}
 	// Write looks up the latest value of every series it touches; blooms keep those
@@ -142,24 +143,4 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 	}
 	v = append([]byte(nil), v...)
 	return v, true, closer.Close()
-}
-
-// pebbleLogger routes Pebble's log lines to slog.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	if p.l.Enabled(context.Background(), slog.LevelDebug) {
-		p.l.Debug(fmt.Sprintf(format, args...))
-	}
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...))
-}
-
-// Fatalf must not return: Pebble calls it on corruption and broken invariants.
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg)
-	panic("pebble: " + msg)
 }
