@@ -58,6 +58,14 @@ type Auth struct {
 	// SysadminPassword is the first sysadmin's password; empty means generated and
 	// printed once (or "sysadmin" with demo data).
 	SysadminPassword string `yaml:"sysadmin_password" env:"SLUICE_SYSADMIN_PASSWORD"`
+	// LoginMaxFailures failed logins of one user, or LoginMaxAddressFailures from
+	// one client address, within LoginLockout seconds lock further logins of that
+	// user (address) for LoginLockout seconds.
+	LoginMaxFailures        int `yaml:"login_max_failures" env:"SLUICE_LOGIN_MAX_FAILURES"`
+	LoginMaxAddressFailures int `yaml:"login_max_address_failures" env:"SLUICE_LOGIN_MAX_ADDRESS_FAILURES"`
+	LoginLockout            int `yaml:"login_lockout" env:"SLUICE_LOGIN_LOCKOUT"`
+	// ActivationTTL is how long an activation link works, in seconds.
+	ActivationTTL int `yaml:"activation_ttl" env:"SLUICE_ACTIVATION_TTL"`
 }
 
 // Ingest sizes the telemetry write path.
@@ -86,9 +94,12 @@ type Log struct {
 // Default returns the built-in defaults (the values documented in the README).
 func Default() Config {
 	return Config{
-		HTTP:   HTTP{BindAddress: "0.0.0.0", BindPort: 8080},
-		Data:   Data{Dir: "./data"},
-		Auth:   Auth{TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io"},
+		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080},
+		Data: Data{Dir: "./data"},
+		Auth: Auth{
+			TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io",
+			LoginMaxFailures: 5, LoginMaxAddressFailures: 50, LoginLockout: 300, ActivationTTL: 86400,
+		},
 		Ingest: Ingest{QueueSize: 1024, MaxBatchRows: 10000},
 		Limits: Limits{
 			MaxBodySize: 50 << 20, MaxJSONDepth: 32, MaxObjectKeys: 1000,
@@ -188,6 +199,10 @@ func (c Config) Validate() error {
 	}{
 		{"JWT_TOKEN_EXPIRATION_TIME", c.Auth.TokenExpiration},
 		{"JWT_REFRESH_TOKEN_EXPIRATION_TIME", c.Auth.RefreshExpiration},
+		{"SLUICE_LOGIN_MAX_FAILURES", c.Auth.LoginMaxFailures},
+		{"SLUICE_LOGIN_MAX_ADDRESS_FAILURES", c.Auth.LoginMaxAddressFailures},
+		{"SLUICE_LOGIN_LOCKOUT", c.Auth.LoginLockout},
+		{"SLUICE_ACTIVATION_TTL", c.Auth.ActivationTTL},
 		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
 		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
 		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},

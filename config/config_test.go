@@ -20,11 +20,13 @@ func TestShippedFileMatchesDefaults(t *testing.T) {
 func TestEnvOverridesFile(t *testing.T) {
 	c, err := Load("../configs/sluice.yaml", []string{
 		"HTTP_BIND_PORT=9090", "SLUICE_DEMO=true", "JWT_TOKEN_EXPIRATION_TIME=60", "SLUICE_DATA_DIR=/tmp/x",
+		"SLUICE_LOGIN_MAX_FAILURES=3", "SLUICE_LOGIN_LOCKOUT=60",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTP.BindPort != 9090 || !c.Data.Demo || c.Auth.TokenExpiration != 60 || c.Data.Dir != "/tmp/x" {
+	if c.HTTP.BindPort != 9090 || !c.Data.Demo || c.Auth.TokenExpiration != 60 || c.Data.Dir != "/tmp/x" ||
+		c.Auth.LoginMaxFailures != 3 || c.Auth.LoginLockout != 60 {
 		t.Fatalf("env not applied: %+v", c)
 	}
 }
@@ -48,6 +50,10 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	f("SLUICE_INGEST_QUEUE_SIZE=0", "SLUICE_INGEST_QUEUE_SIZE")
 	f("SLUICE_MAX_BODY_SIZE=-5", "SLUICE_MAX_BODY_SIZE")
 	f("SLUICE_LOG_LEVEL=loud", "SLUICE_LOG_LEVEL")
+	f("SLUICE_LOGIN_MAX_FAILURES=0", "SLUICE_LOGIN_MAX_FAILURES")
+	f("SLUICE_LOGIN_MAX_ADDRESS_FAILURES=-1", "SLUICE_LOGIN_MAX_ADDRESS_FAILURES")
+	f("SLUICE_LOGIN_LOCKOUT=x", "SLUICE_LOGIN_LOCKOUT")
+	f("SLUICE_ACTIVATION_TTL=0", "SLUICE_ACTIVATION_TTL")
 }
 
 func TestUnknownFileKeyRejected(t *testing.T) {

@@ -16,46 +16,69 @@ var (
 	errPasswordTooLong = Errorf(CodeBadRequestParams, "Password is longer than 72 bytes")
 )
 
-// Login checks a user's e-mail and password and issues an access and a refresh
-// token (compat §7.2). Blank input is "Authentication failed"; an unknown user or a
-// wrong password is "Invalid username or password", in the same time either way.
+// Login is LoginFrom without a client address: only the per-user failure count applies.
 func (e *Engine) Login(ctx context.Context, username, password string) (access, refresh string, err error) {
+	return e.LoginFrom(ctx, "", username, password)
+}
+
+// LoginFrom checks a user's e-mail and password and issues an access and a refresh
+// token (compat §7.2). client is the caller's address for failure counting ("" if
+// unknown). Blank input is "Authentication failed"; an unknown user or a wrong
+// password is "Invalid username or password", in the same time either way. After
+// Config.LoginMaxFailures failures of the user name, or LoginMaxAddressFailures
+// from the address, logins are "User account is locked due to security policy"
+// for Config.LoginLockout, whatever the password.
+func (e *Engine) LoginFrom(ctx context.Context, client, username, password string) (access, refresh string, err error) {
 	if strings.TrimSpace(username) == "" || strings.TrimSpace(password) == "" {
 		return "", "", ErrAuthFailed
 	}
-	u, err := lookupRecord[User](ctx, e, kindUser, emailKey(strings.TrimSpace(username)))
+	if !e.logins.admit(e.now(), username, client) {
+		return "", "", errAccountLocked
+	}
+	u, creds, err := e.checkLogin(ctx, username, password)
 	if err != nil {
-		if !errors.Is(err, storage.ErrNotFound) {
-			return "", "", err
-		}
-		e.burnPasswordCheck(password)
-		return "", "", ErrBadCredentials
+		return "", "", err
 	}
-	creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, u.ID.ID)
-	if err != nil {
-		if !errors.Is(err, storage.ErrNotFound) {
-			return "", "", err
-		}
-		e.burnPasswordCheck(password)
-		return "", "", ErrBadCredentials
-	}
-	if !e.checkPassword(creds.PasswordHash, password) {
-		return "", "", ErrBadCredentials
-	}
+	e.logins.success(username, client)
 	// Checked after the password, so the state of an account is only told to its owner.
 	if !creds.Enabled {
 		return "", "", errUserNotActive
 	}
-	return e.issueTokens(u, creds.Enabled)
+	return e.issueTokens(u, true, creds.TokensValidFrom)
+}
+
+// checkLogin returns the user and credentials of a matching e-mail and password.
+func (e *Engine) checkLogin(ctx context.Context, username, password string) (*User, *userCredentials, error) {
+	u, err := lookupRecord[User](ctx, e, kindUser, emailKey(strings.TrimSpace(username)))
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			return nil, nil, err
+		}
+		e.burnPasswordCheck(password)
+		return nil, nil, ErrBadCredentials
+	}
+	creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, u.ID.ID)
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			return nil, nil, err
+		}
+		e.burnPasswordCheck(password)
+		return nil, nil, ErrBadCredentials
+	}
+	if !e.checkPassword(creds.PasswordHash, password) {
+		return nil, nil, ErrBadCredentials
+	}
+	return u, creds, nil
 }
 
 // Refresh trades a refresh token for a new token pair with a new session. The user
-// is reloaded, so a deleted or disabled user cannot refresh (compat §7.3).
+// is reloaded, so a deleted or disabled user cannot refresh, and a token issued
+// before a password change is "Token is outdated" (compat §7.3).
 func (e *Engine) Refresh(ctx context.Context, refreshToken string) (access, refresh string, err error) {
 	if strings.TrimSpace(refreshToken) == "" {
 		return "", "", ErrAuthFailed
 	}
-	uid, err := e.userIDFromRefresh(refreshToken)
+	uid, iat, err := e.parseRefresh(refreshToken)
 	if err != nil {
 		return "", "", err
 	}
@@ -67,23 +90,28 @@ func (e *Engine) Refresh(ctx context.Context, refreshToken string) (access, refr
 	if err != nil {
 		return "", "", ifNotFound(err, ErrBadCredentials)
 	}
+	if iat < creds.TokensValidFrom {
+		return "", "", errTokenOutdated
+	}
 	if !creds.Enabled {
 		return "", "", errUserNotActive
 	}
-	return e.issueTokens(u, true)
+	return e.issueTokens(u, true, creds.TokensValidFrom)
 }
 
 // Authenticate resolves the raw value of the X-Authorization (or Authorization)
-// header into the caller. "Bearer <jwt>" takes an access token; "ApiKey <key>" is
-// not supported yet and is refused as an unknown key would be; anything else,
-// including an empty header, is "Authentication failed". Like ThingsBoard it trusts
-// the claims of a valid token and does not reload the user.
+// header into the caller (compat §7.1). "Bearer <jwt>" takes an access token,
+// "ApiKey <key>" an API key; the prefixes are case-sensitive. Anything else,
+// including an empty header, is "Authentication failed". A JWT is trusted for its
+// claims, but the user's state is checked through a node-local cache of
+// Config.AuthCacheTTL: tokens issued before a password change, or of a deleted
+// user, are refused.
 func (e *Engine) Authenticate(ctx context.Context, header string) (*Principal, error) {
 	switch {
 	case strings.HasPrefix(header, "Bearer "):
-		return e.principalFromAccess(strings.TrimSpace(header[len("Bearer "):]))
+		return e.principalFromAccess(ctx, strings.TrimSpace(header[len("Bearer "):]))
 	case strings.HasPrefix(header, "ApiKey "):
-		return nil, ErrBadCredentials
+		return e.principalFromAPIKey(ctx, strings.TrimSpace(header[len("ApiKey "):]))
 	}
 	return nil, ErrAuthFailed
 }

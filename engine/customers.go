@@ -85,3 +85,49 @@ func (e *Engine) ListCustomers(ctx context.Context, p *Principal, pl PageLink) (
 	}
 	return makePage(all, pl, customerPages)
 }
+
+// DeleteCustomer deletes a customer of p's tenant (tenant admins only) with its
+// users and their API keys, its attributes and telemetry; its devices become
+// unassigned.
+func (e *Engine) DeleteCustomer(ctx context.Context, p *Principal, id uuid.UUID) error {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return err
+	}
+	c, err := e.GetCustomer(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	return e.removeCustomer(ctx, c)
+}
+
+// removeCustomer unassigns the customer's devices, deletes its users, data and
+// record; the record goes last so an interrupted delete can be repeated.
+func (e *Engine) removeCustomer(ctx context.Context, c *Customer) error {
+	tenant := c.TenantID.ID
+	devices, err := listRecords[Device](ctx, e, kindDevice, tenant)
+	if err != nil {
+		return err
+	}
+	for _, d := range devices {
+		if d.CustomerID.ID == c.ID.ID {
+			if err := e.putDeviceCustomer(ctx, d, newEntityID(EntityCustomer, NullUUID)); err != nil {
+				return err
+			}
+		}
+	}
+	users, err := listRecords[User](ctx, e, kindUser, tenant)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if u.CustomerID.ID == c.ID.ID {
+			if err := e.removeUser(ctx, u); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e.removeEntityData(ctx, c.ID.ID); err != nil {
+		return err
+	}
+	return notFound(e.deleteRecord(ctx, kindCustomer, c.ID.ID))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -174,6 +175,12 @@ func (e *Engine) DeleteDevice(ctx context.Context, p *Principal, id uuid.UUID) e
 	if d.TenantID() != p.TenantID {
 		return ErrPermissionDenied
 	}
+	return e.removeDevice(ctx, id)
+}
+
+// removeDevice deletes a device with its credentials (evicting its token), time
+// series and attributes.
+func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 	creds, err := e.credentialsOf(ctx, id)
 	switch {
 	case err == nil:
@@ -184,16 +191,89 @@ func (e *Engine) DeleteDevice(ctx context.Context, p *Principal, id uuid.UUID) e
 	case !errors.Is(err, storage.ErrNotFound):
 		return err
 	}
-	if err := e.store.DeleteEntitySeries(ctx, id); err != nil {
-		return fmt.Errorf("cannot delete time series of device %s: %w", id, err)
-	}
-	if err := e.store.DeleteEntityAttributes(ctx, id); err != nil {
-		return fmt.Errorf("cannot delete attributes of device %s: %w", id, err)
+	if err := e.removeEntityData(ctx, id); err != nil {
+		return err
 	}
 	if err := e.deleteRecord(ctx, kindDevice, id); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
 	return nil
+}
+
+// removeEntityData deletes every time series and attribute of an entity.
+func (e *Engine) removeEntityData(ctx context.Context, id uuid.UUID) error {
+	if err := e.store.DeleteEntitySeries(ctx, id); err != nil {
+		return fmt.Errorf("cannot delete time series of %s: %w", id, err)
+	}
+	if err := e.store.DeleteEntityAttributes(ctx, id); err != nil {
+		return fmt.Errorf("cannot delete attributes of %s: %w", id, err)
+	}
+	return nil
+}
+
+var errDeviceNotAssigned = &Error{Code: CodeBadRequestParams, Msg: "Device isn't assigned to any customer!"}
+
+// AssignDevice assigns a device of p's tenant to one of its customers (tenant
+// admins only), so that customer's users see it.
+func (e *Engine) AssignDevice(ctx context.Context, p *Principal, customerID, deviceID uuid.UUID) (*Device, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	c, err := e.GetCustomer(ctx, p, customerID)
+	if err != nil {
+		return nil, err
+	}
+	return e.setDeviceCustomer(ctx, p, deviceID, c.ID)
+}
+
+// UnassignDevice makes a device of p's tenant unassigned again (tenant admins only).
+func (e *Engine) UnassignDevice(ctx context.Context, p *Principal, deviceID uuid.UUID) (*Device, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	return e.setDeviceCustomer(ctx, p, deviceID, newEntityID(EntityCustomer, NullUUID))
+}
+
+func (e *Engine) setDeviceCustomer(ctx context.Context, p *Principal, deviceID uuid.UUID, customer EntityID) (*Device, error) {
+	d, err := e.loadDevice(ctx, deviceID)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if d.TenantID() != p.TenantID {
+		return nil, ErrPermissionDenied
+	}
+	if isNull(customer.ID) && isNull(d.CustomerID.ID) {
+		return nil, errDeviceNotAssigned
+	}
+	return d, e.putDeviceCustomer(ctx, d, customer)
+}
+
+// putDeviceCustomer stores d with another customer and evicts its cached token.
+func (e *Engine) putDeviceCustomer(ctx context.Context, d *Device, customer EntityID) error {
+	d.CustomerID = customer
+	d.Version++
+	if err := e.putRecord(ctx, kindDevice, d.ID.ID, d.TenantID(), d, deviceNameKey(d.TenantID(), d.Name)); err != nil {
+		return err
+	}
+	return e.evictDevice(ctx, d.ID.ID)
+}
+
+// ListCustomerDevices returns a page of the devices assigned to a customer: to a
+// tenant admin for its tenant's customers, to a customer user for its own
+// customer; optionally only those of one type.
+func (e *Engine) ListCustomerDevices(ctx context.Context, p *Principal, customerID uuid.UUID, pl PageLink, deviceType string) (PageData[*Device], error) {
+	c, err := e.GetCustomer(ctx, p, customerID)
+	if err != nil {
+		return PageData[*Device]{}, err
+	}
+	all, err := listRecords[Device](ctx, e, kindDevice, c.TenantID.ID)
+	if err != nil {
+		return PageData[*Device]{}, err
+	}
+	all = slices.DeleteFunc(all, func(d *Device) bool {
+		return d.CustomerID.ID != customerID || (deviceType != "" && d.Type != deviceType)
+	})
+	return makePage(all, pl, devicePages)
 }
 
 // ListTenantDevices returns a page of the devices of p's tenant (tenant admins

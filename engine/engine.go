@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-iot/sluice/storage"
@@ -32,6 +33,19 @@ type Config struct {
 	// Changes made on this node evict at once; the TTL bounds how long another node
 	// may still accept a changed or deleted token (30 s by default).
 	TokenCacheTTL time.Duration
+	// AuthCacheTTL bounds how long a node trusts its cached view of a user (password
+	// change time, enabled, role) and of an API key. Changes made on this node evict
+	// at once; the TTL bounds how long another node may still accept an outdated JWT
+	// or a revoked key (10 s by default).
+	AuthCacheTTL time.Duration
+	// LoginMaxFailures failed logins of one user, or LoginMaxAddressFailures from
+	// one client address, within LoginLockout lock further logins of that user
+	// (address) for LoginLockout (5, 50 and 300 s by default).
+	LoginMaxFailures        int
+	LoginMaxAddressFailures int
+	LoginLockout            time.Duration
+	// ActivationTTL is how long an activation token works (24 h by default).
+	ActivationTTL time.Duration
 }
 
 // Engine is the platform domain over one storage back end.
@@ -47,6 +61,13 @@ type Engine struct {
 	// neither.
 	tokenGen atomic.Uint64
 	tokenMu  sync.Mutex
+
+	// users caches user id → *userState and apiKeys SHA-256 hex → *apiKeyRecord
+	// for REST authentication (see authcache.go).
+	users   ttlCache[uuid.UUID, *userState]
+	apiKeys ttlCache[string, *apiKeyRecord]
+	// logins counts failed logins per user and client address (see lockout.go).
+	logins *loginGuard
 }
 
 // New returns an engine over store.
@@ -69,11 +90,29 @@ func New(store storage.Backend, cfg Config) *Engine {
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = 30 * time.Second
 	}
+	if cfg.AuthCacheTTL == 0 {
+		cfg.AuthCacheTTL = 10 * time.Second
+	}
+	if cfg.LoginMaxFailures == 0 {
+		cfg.LoginMaxFailures = 5
+	}
+	if cfg.LoginMaxAddressFailures == 0 {
+		cfg.LoginMaxAddressFailures = 50
+	}
+	if cfg.LoginLockout == 0 {
+		cfg.LoginLockout = 300 * time.Second
+	}
+	if cfg.ActivationTTL == 0 {
+		cfg.ActivationTTL = 24 * time.Hour
+	}
 	if len(cfg.JWTSigningKey) == 0 {
 		// Never sign with an empty key. A random one works for a single node; tokens
 		// do not survive a restart and other nodes refuse them, so configure a key.
 		cfg.JWTSigningKey = make([]byte, 64)
 		rand.Read(cfg.JWTSigningKey)
 	}
-	return &Engine{cfg: cfg, store: store, now: time.Now}
+	e := &Engine{cfg: cfg, store: store, now: time.Now}
+	e.users.ttl, e.apiKeys.ttl = cfg.AuthCacheTTL, cfg.AuthCacheTTL
+	e.logins = newLoginGuard(cfg.LoginMaxFailures, cfg.LoginMaxAddressFailures, cfg.LoginLockout)
+	return e
 }

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
@@ -33,17 +35,27 @@ type refreshClaims struct {
 	IsPublic  bool     `json:"isPublic"`
 }
 
-var errRefreshScope = &Error{Code: CodeAuthentication, Msg: "Invalid Refresh Token scope"}
+var (
+	errRefreshScope  = &Error{Code: CodeAuthentication, Msg: "Invalid Refresh Token scope"}
+	errTokenOutdated = &Error{Code: CodeAuthentication, Msg: "Token is outdated"}
+)
 
 // issueTokens signs a new access and refresh token for u under a new session.
-func (e *Engine) issueTokens(u *User, enabled bool) (access, refresh string, err error) {
+// validFrom is TokensValidFrom of u's credentials (unix seconds): iat is never
+// earlier, so tokens issued in the second of a password change, after it, stay
+// valid while those issued before it do not (iat has whole seconds only).
+func (e *Engine) issueTokens(u *User, enabled bool, validFrom int64) (access, refresh string, err error) {
 	now := e.now()
+	iat := now
+	if now.Unix() < validFrom {
+		iat = time.Unix(validFrom, 0)
+	}
 	session := uuid.NewString()
 	ac := accessClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   u.Email,
 			Issuer:    e.cfg.Issuer,
-			IssuedAt:  jwt.NewNumericDate(now),
+			IssuedAt:  jwt.NewNumericDate(iat),
 			ExpiresAt: jwt.NewNumericDate(now.Add(e.cfg.AccessTokenTTL)),
 		},
 		UserID:     u.ID.ID.String(),
@@ -59,7 +71,7 @@ func (e *Engine) issueTokens(u *User, enabled bool) (access, refresh string, err
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   u.Email,
 			Issuer:    e.cfg.Issuer,
-			IssuedAt:  jwt.NewNumericDate(now),
+			IssuedAt:  jwt.NewNumericDate(iat),
 			ExpiresAt: jwt.NewNumericDate(now.Add(e.cfg.RefreshTokenTTL)),
 			ID:        uuid.NewString(),
 		},
@@ -115,8 +127,10 @@ func jwtError(tok *jwt.Token, err error) error {
 }
 
 // principalFromAccess parses an access token into the caller. A refresh token (or
-// any scope that is not a user authority) is refused.
-func (e *Engine) principalFromAccess(token string) (*Principal, error) {
+// any scope that is not a user authority) is refused; so is a token issued before
+// its user's password changed, or whose user is gone ("Token has expired", as
+// ThingsBoard's TokenOutdatingService answers), or whose user is disabled.
+func (e *Engine) principalFromAccess(ctx context.Context, token string) (*Principal, error) {
 	var c accessClaims
 	if err := e.parseJWT(token, &c); err != nil {
 		return nil, err
@@ -133,21 +147,39 @@ func (e *Engine) principalFromAccess(token string) (*Principal, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, ErrBadCredentials
 	}
+	st, err := e.userState(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	if st.gone || issuedAt(&c.RegisteredClaims) < st.validFrom {
+		return nil, ErrTokenExpired
+	}
+	if !st.enabled {
+		return nil, errUserNotActive
+	}
 	return &Principal{UserID: uid, TenantID: tid, CustomerID: cid, Authority: c.Scopes[0], Email: c.Subject}, nil
 }
 
-// userIDFromRefresh parses a refresh token and returns its user.
-func (e *Engine) userIDFromRefresh(token string) (uuid.UUID, error) {
+// parseRefresh parses a refresh token and returns its user and issue time.
+func (e *Engine) parseRefresh(token string) (uuid.UUID, int64, error) {
 	var c refreshClaims
 	if err := e.parseJWT(token, &c); err != nil {
-		return uuid.Nil, err
+		return uuid.Nil, 0, err
 	}
 	if !slices.Equal(c.Scopes, []string{RefreshScope}) {
-		return uuid.Nil, errRefreshScope
+		return uuid.Nil, 0, errRefreshScope
 	}
 	uid, err := uuid.Parse(c.UserID)
 	if err != nil {
-		return uuid.Nil, ErrBadCredentials
+		return uuid.Nil, 0, ErrBadCredentials
 	}
-	return uid, nil
+	return uid, issuedAt(&c.RegisteredClaims), nil
+}
+
+// issuedAt is the iat claim in unix seconds; a token without one counts as issued at 0.
+func issuedAt(c *jwt.RegisteredClaims) int64 {
+	if c.IssuedAt == nil {
+		return 0
+	}
+	return c.IssuedAt.Unix()
 }

@@ -115,7 +115,7 @@ func TestAuthenticateRefusesForeignTokens(t *testing.T) {
 	f("empty", "", CodeAuthentication)
 	f("lower-case prefix", "bearer "+access, CodeAuthentication)
 	f("no prefix", access, CodeAuthentication)
-	f("api key not yet", "ApiKey tb_abc", CodeAuthentication)
+	f("unknown api key", "ApiKey tb_abc", CodeAuthentication)
 	f("garbage", "Bearer abc.def", CodeAuthentication)
 	f("alg none", "Bearer "+noneTok, CodeAuthentication)
 	f("HS256 same key", "Bearer "+sign(jwt.SigningMethodHS256, te.cfg.JWTSigningKey), CodeAuthentication)

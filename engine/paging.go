@@ -149,3 +149,28 @@ var devicePages = pageSpec[*Device]{
 		"label":             func(d *Device) sortKey { return strKey(d.Label) },
 	},
 }
+
+var userPages = pageSpec[*User]{
+	text: func(u *User) string { return u.Email },
+	keys: map[string]func(*User) sortKey{
+		"createdTime": func(u *User) sortKey { return numKey(u.CreatedTime) },
+		"email":       func(u *User) sortKey { return strKey(u.Email) },
+		"firstName":   func(u *User) sortKey { return strKey(u.FirstName) },
+		"lastName":    func(u *User) sortKey { return strKey(u.LastName) },
+	},
+}
+
+var apiKeyPages = pageSpec[*APIKeyInfo]{
+	text: func(k *APIKeyInfo) string { return k.Description },
+	keys: map[string]func(*APIKeyInfo) sortKey{
+		"createdTime":    func(k *APIKeyInfo) sortKey { return numKey(k.CreatedTime) },
+		"expirationTime": func(k *APIKeyInfo) sortKey { return numKey(k.ExpirationTime) },
+		"description":    func(k *APIKeyInfo) sortKey { return strKey(k.Description) },
+		"enabled": func(k *APIKeyInfo) sortKey {
+			if k.Enabled {
+				return numKey(1)
+			}
+			return numKey(0)
+		},
+	},
+}

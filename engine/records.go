@@ -20,6 +20,7 @@ const (
 	kindProfile     = "deviceProfile"
 	kindDevice      = "device"
 	kindCredentials = "credentials"
+	kindAPIKey      = "apiKey"
 )
 
 // Unique index values. Every name that ThingsBoard keeps unique per tenant carries
@@ -41,7 +42,8 @@ func customerTitleKey(tenant uuid.UUID, title string) string {
 func emailKey(email string) string           { return "email:" + strings.ToLower(email) }
 func tokenKey(token string) string           { return "token:" + token }
 func credsDeviceKey(device uuid.UUID) string { return "device:" + device.String() }
-func activateTokenKey(token string) string   { return "activateToken:" + token }
+func activateTokenKey(hash string) string    { return "activateToken:" + hash }
+func apiKeyHashKey(hash string) string       { return "keyhash:" + hash }
 
 // putRecord encodes v and stores it with its unique values. storage.ErrConflict
 // comes back wrapped so callers can turn it into the ThingsBoard message.

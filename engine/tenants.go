@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
 )
 
 var errTenantTitleBlank = &Error{Code: CodeBadRequestParams, Msg: "Tenant title should be specified!"}
@@ -82,4 +86,80 @@ func (e *Engine) ListTenants(ctx context.Context, p *Principal, pl PageLink) (Pa
 		return PageData[*Tenant]{}, err
 	}
 	return makePage(all, pl, tenantPages)
+}
+
+// DeleteTenant deletes a tenant and everything it owns (system administrators
+// only): devices with their credentials, telemetry and attributes, users with
+// their API keys, customers, device profiles, the tenant's own data. Device tokens,
+// JWTs and API keys of the tenant are refused from then on. The tenant record goes
+// last, so an interrupted delete can be repeated.
+func (e *Engine) DeleteTenant(ctx context.Context, p *Principal, id uuid.UUID) error {
+	if err := requireRole(p, SysAdmin); err != nil {
+		return err
+	}
+	if _, err := getRecord[Tenant](ctx, e, kindTenant, id); err != nil {
+		return notFound(err)
+	}
+	devices, err := listRecords[Device](ctx, e, kindDevice, id)
+	if err != nil {
+		return err
+	}
+	for _, d := range devices {
+		if err := e.removeDevice(ctx, d.ID.ID); err != nil {
+			return err
+		}
+	}
+	users, err := listRecords[User](ctx, e, kindUser, id)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if err := e.removeUser(ctx, u); err != nil {
+			return err
+		}
+	}
+	if err := e.removeOwned(ctx, id, kindAPIKey, kindUserCreds); err != nil {
+		return err
+	}
+	customers, err := listRecords[Customer](ctx, e, kindCustomer, id)
+	if err != nil {
+		return err
+	}
+	for _, c := range customers {
+		if err := e.removeCustomer(ctx, c); err != nil {
+			return err
+		}
+	}
+	if err := e.removeOwned(ctx, id, kindProfile); err != nil {
+		return err
+	}
+	if err := e.removeEntityData(ctx, id); err != nil {
+		return err
+	}
+	return notFound(e.deleteRecord(ctx, kindTenant, id))
+}
+
+// removeOwned deletes every record of kinds owned by owner (leftovers of
+// interrupted deletes and kinds without side effects).
+func (e *Engine) removeOwned(ctx context.Context, owner uuid.UUID, kinds ...string) error {
+	for _, kind := range kinds {
+		rs, err := e.store.List(ctx, kind, owner)
+		if err != nil {
+			return fmt.Errorf("cannot list %s of %s: %w", kind, owner, err)
+		}
+		for _, r := range rs {
+			if err := e.deleteRecord(ctx, kind, r.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
+			if kind == kindAPIKey {
+				if k, err := decodeRecord[apiKeyRecord](r); err == nil {
+					e.apiKeys.evict(k.Hash)
+				}
+			}
+			if kind == kindUserCreds {
+				e.users.evict(r.ID)
+			}
+		}
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ const (
 	EntityUser          = "USER"
 	EntityDevice        = "DEVICE"
 	EntityDeviceProfile = "DEVICE_PROFILE"
+	EntityAPIKey        = "API_KEY"
 )
 
 // Authorities of users (compat §7.5); RefreshScope marks refresh tokens.
@@ -109,12 +110,17 @@ type User struct {
 }
 
 // userCredentials holds what authenticates a user; stored under the user's id.
+// Secrets are stored hashed: the password with bcrypt, a pending activation token
+// as its SHA-256 (hex), valid until ActivateExpires (unix ms). JWTs issued (iat,
+// unix seconds) before TokensValidFrom are outdated.
 type userCredentials struct {
-	UserID        uuid.UUID `json:"userId"`
-	TenantID      uuid.UUID `json:"tenantId"`
-	Enabled       bool      `json:"enabled"`
-	PasswordHash  string    `json:"password"`
-	ActivateToken string    `json:"activateToken,omitempty"`
+	UserID            uuid.UUID `json:"userId"`
+	TenantID          uuid.UUID `json:"tenantId"`
+	Enabled           bool      `json:"enabled"`
+	PasswordHash      string    `json:"password"`
+	ActivateTokenHash string    `json:"activateTokenHash,omitempty"`
+	ActivateExpires   int64     `json:"activateExpires,omitempty"`
+	TokensValidFrom   int64     `json:"tokensValidFrom,omitempty"`
 }
 
 // Provision types of a device profile (compat §4).

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -18,8 +19,8 @@ var (
 	errUserNoTenantGiven = &Error{Code: CodeBadRequestParams, Msg: "Tenant administrator should be assigned to tenant!"}
 )
 
-// SaveUser creates (zero ID) or updates a user within p's reach; the later
-// activation issue adds the activation link, so a new user cannot log in yet.
+// SaveUser creates (zero ID) or updates a user within p's reach. A new user cannot
+// log in before it is activated (see ActivationToken).
 // A system administrator manages system administrators and tenant admins of any
 // tenant; a tenant admin manages tenant admins and customer users of its tenant;
 // customer users manage nobody. On update only the e-mail, names, phone and
@@ -42,7 +43,11 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 		u := *old
 		u.Email, u.FirstName, u.LastName, u.Phone, u.AdditionalInfo = in.Email, in.FirstName, in.LastName, in.Phone, in.AdditionalInfo
 		u.Version++
-		return &u, e.putUser(ctx, &u)
+		if err := e.putUser(ctx, &u); err != nil {
+			return nil, err
+		}
+		e.users.evict(u.ID.ID)
+		return &u, nil
 	}
 	u := *in
 	if err := e.placeNewUser(ctx, p, &u); err != nil {
@@ -141,19 +146,120 @@ func (e *Engine) putUser(ctx context.Context, u *User) error {
 }
 
 // putUserCredentials sets the password of u; an empty password leaves the user
-// disabled with an activation token.
+// disabled until activated.
 func (e *Engine) putUserCredentials(ctx context.Context, u *User, password string) error {
 	c := userCredentials{UserID: u.ID.ID, TenantID: u.TenantID.ID}
-	var unique []string
 	if password != "" {
 		h, err := e.hashPassword(password)
 		if err != nil {
 			return err
 		}
 		c.PasswordHash, c.Enabled = h, true
-	} else {
-		c.ActivateToken = randomString(30)
-		unique = append(unique, activateTokenKey(c.ActivateToken))
 	}
-	return e.putRecord(ctx, kindUserCreds, u.ID.ID, u.TenantID.ID, &c, unique...)
+	return e.putCreds(ctx, &c)
+}
+
+// canReadUser: every user reads itself, and managers read whom they manage.
+func canReadUser(p *Principal, u *User) bool {
+	return u.ID.ID == p.UserID || canManageUser(p, u)
+}
+
+// GetUser returns a user p may read: itself, or one it manages (see SaveUser).
+func (e *Engine) GetUser(ctx context.Context, p *Principal, id uuid.UUID) (*User, error) {
+	if err := requireRole(p, SysAdmin, TenantAdmin, CustomerUser); err != nil {
+		return nil, err
+	}
+	u, err := getRecord[User](ctx, e, kindUser, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if !canReadUser(p, u) {
+		return nil, ErrPermissionDenied
+	}
+	return u, nil
+}
+
+var errSysadminSelfDelete = &Error{Code: CodePermissionDenied, Msg: "Sysadmin is not allowed to delete himself"}
+
+// DeleteUser removes a user p manages with its credentials and API keys; its
+// tokens and keys are refused from then on.
+func (e *Engine) DeleteUser(ctx context.Context, p *Principal, id uuid.UUID) error {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return err
+	}
+	u, err := getRecord[User](ctx, e, kindUser, id)
+	if err != nil {
+		return notFound(err)
+	}
+	if !canManageUser(p, u) {
+		return ErrPermissionDenied
+	}
+	if p.Authority == SysAdmin && id == p.UserID {
+		return errSysadminSelfDelete
+	}
+	return e.removeUser(ctx, u)
+}
+
+// removeUser deletes u's API keys, credentials and record, in that order, so an
+// interrupted delete leaves a user that can be deleted again.
+func (e *Engine) removeUser(ctx context.Context, u *User) error {
+	keys, err := listRecords[apiKeyRecord](ctx, e, kindAPIKey, orNull(u.TenantID.ID))
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.UserID.ID == u.ID.ID {
+			if err := e.removeAPIKey(ctx, k); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e.deleteRecord(ctx, kindUserCreds, u.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	e.users.evict(u.ID.ID)
+	if err := e.deleteRecord(ctx, kindUser, u.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	e.users.evict(u.ID.ID)
+	return nil
+}
+
+// ListTenantAdmins returns a page of the tenant administrators of a tenant: to a
+// system administrator for any tenant, to a tenant admin for its own.
+func (e *Engine) ListTenantAdmins(ctx context.Context, p *Principal, tenantID uuid.UUID, pl PageLink) (PageData[*User], error) {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return PageData[*User]{}, err
+	}
+	if _, err := getRecord[Tenant](ctx, e, kindTenant, tenantID); err != nil {
+		return PageData[*User]{}, notFound(err)
+	}
+	if p.Authority == TenantAdmin && tenantID != p.TenantID {
+		return PageData[*User]{}, ErrPermissionDenied
+	}
+	return e.pageUsers(ctx, tenantID, pl, func(u *User) bool { return u.Authority == TenantAdmin })
+}
+
+// ListCustomerUsers returns a page of the users of a customer of p's tenant
+// (tenant admins only).
+func (e *Engine) ListCustomerUsers(ctx context.Context, p *Principal, customerID uuid.UUID, pl PageLink) (PageData[*User], error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return PageData[*User]{}, err
+	}
+	c, err := e.GetCustomer(ctx, p, customerID)
+	if err != nil {
+		return PageData[*User]{}, err
+	}
+	return e.pageUsers(ctx, c.TenantID.ID, pl, func(u *User) bool {
+		return u.Authority == CustomerUser && u.CustomerID.ID == customerID
+	})
+}
+
+func (e *Engine) pageUsers(ctx context.Context, tenant uuid.UUID, pl PageLink, keep func(*User) bool) (PageData[*User], error) {
+	all, err := listRecords[User](ctx, e, kindUser, tenant)
+	if err != nil {
+		return PageData[*User]{}, err
+	}
+	all = slices.DeleteFunc(all, func(u *User) bool { return !keep(u) })
+	return makePage(all, pl, userPages)
 }

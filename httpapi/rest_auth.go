@@ -10,17 +10,22 @@ import (
 	"github.com/sluice-iot/sluice/engine"
 )
 
-// authRoutes registers login, token refresh, current user and logout (compat §7.2–7.4).
+// authRoutes registers login, token refresh, current user, logout, password
+// change and activation (compat §7.2–7.4), and the API key routes.
 func (s *Server) authRoutes(r *router.Router) {
 	r.POST("/api/auth/login", s.login)
 	r.GET("/api/auth/login", methodNotSupported)
 	r.POST("/api/auth/token", s.refreshToken)
 	r.GET("/api/auth/user", s.authed(s.currentUser))
 	r.POST("/api/auth/logout", s.authed(s.logout))
+	r.POST("/api/auth/changePassword", s.authed(s.changePassword))
+	r.POST("/api/noauth/activate", s.activate)
+	s.apiKeyRoutes(r)
 }
 
-// authed wraps a handler that needs a logged-in caller. The credentials come from
-// X-Authorization, or from Authorization when that is blank (compat §7.1).
+// authed wraps a handler that needs an authenticated caller. The credentials come
+// from X-Authorization, or from Authorization when that is blank (compat §7.1):
+// "Bearer <jwt>" or "ApiKey <key>".
 func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		header := ctx.Request.Header.Peek("X-Authorization")
@@ -29,6 +34,8 @@ func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) f
 		}
 		p, err := s.eng.Authenticate(ctx, string(header))
 		if err != nil {
+			// The reason only: never the header, which holds the credential.
+			s.log.Debug("authentication refused", "route", route(ctx), "client", ctx.RemoteIP().String(), "reason", err.Error())
 			s.fail(ctx, err)
 			return
 		}
@@ -49,8 +56,10 @@ func (s *Server) login(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, engine.ErrAuthFailed)
 		return
 	}
-	access, refresh, err := s.eng.Login(ctx, req.Username, req.Password)
+	client := ctx.RemoteIP().String()
+	access, refresh, err := s.eng.LoginFrom(ctx, client, req.Username, req.Password)
 	if err != nil {
+		s.log.Info("login refused", "client", client, "reason", err.Error())
 		s.fail(ctx, err)
 		return
 	}
@@ -80,6 +89,42 @@ func (s *Server) currentUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	s.writeJSON(ctx, u)
+}
+
+type changePasswordRequest struct {
+	CurrentPassword string `json:"currentPassword"`
+	NewPassword     string `json:"newPassword"`
+}
+
+// changePassword answers a new token pair; older tokens of the user stop working.
+func (s *Server) changePassword(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var req changePasswordRequest
+	if s.readJSON(ctx, &req) {
+		access, refresh, err := s.eng.ChangePassword(ctx, p, req.CurrentPassword, req.NewPassword)
+		s.respondPair(ctx, access, refresh, err)
+	}
+}
+
+type activateRequest struct {
+	ActivateToken string `json:"activateToken"`
+	Password      string `json:"password"`
+}
+
+// activate sets the first password with an activation token and answers a token pair.
+func (s *Server) activate(ctx *fasthttp.RequestCtx) {
+	var req activateRequest
+	if s.readJSON(ctx, &req) {
+		access, refresh, err := s.eng.Activate(ctx, req.ActivateToken, req.Password)
+		s.respondPair(ctx, access, refresh, err)
+	}
+}
+
+func (s *Server) respondPair(ctx *fasthttp.RequestCtx, access, refresh string, err error) {
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	s.writeJSON(ctx, engine.JWTPair{Token: access, RefreshToken: refresh})
 }
 
 // logout only answers 200: ThingsBoard keeps no server-side session either.

@@ -29,11 +29,23 @@ func (s *Server) entityRoutes(r *router.Router) {
 
 	r.POST("/api/tenant", s.authed(s.saveTenant))
 	r.GET("/api/tenant/{tenantId}", s.authed(s.getTenant))
+	r.DELETE("/api/tenant/{tenantId}", s.authed(s.deleteTenant))
 	r.GET("/api/tenants", s.authed(s.tenants))
+	r.GET("/api/tenant/{tenantId}/users", s.authed(s.tenantAdmins))
+
 	r.POST("/api/customer", s.authed(s.saveCustomer))
 	r.GET("/api/customer/{customerId}", s.authed(s.getCustomer))
+	r.DELETE("/api/customer/{customerId}", s.authed(s.deleteCustomer))
 	r.GET("/api/customers", s.authed(s.customers))
+	r.GET("/api/customer/{customerId}/users", s.authed(s.customerUsers))
+	r.GET("/api/customer/{customerId}/devices", s.authed(s.customerDevices))
+	r.POST("/api/customer/{customerId}/device/{deviceId}", s.authed(s.assignDevice))
+	r.DELETE("/api/customer/device/{deviceId}", s.authed(s.unassignDevice))
+
 	r.POST("/api/user", s.authed(s.saveUser))
+	r.GET("/api/user/{userId}", s.authed(s.getUser))
+	r.DELETE("/api/user/{userId}", s.authed(s.deleteUser))
+	r.GET("/api/user/{userId}/activationLink", s.authed(s.activationLink))
 }
 
 func (s *Server) saveDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
@@ -172,8 +184,8 @@ func (s *Server) customers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 }
 
-// saveUser creates or updates a user. sendActivationMail is accepted and ignored
-// until activation exists.
+// saveUser creates or updates a user. sendActivationMail is accepted and ignored:
+// Sluice sends no mail, GET /api/user/{userId}/activationLink gives the link.
 func (s *Server) saveUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var u engine.User
 	if s.readJSON(ctx, &u) {

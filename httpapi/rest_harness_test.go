@@ -9,10 +9,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
@@ -29,23 +29,50 @@ type testNode struct {
 	Demo  engine.BootstrapResult // demo ids and tokens
 	Eng   *engine.Engine
 	Store *embedded.DB
+	// Logs holds every log line of the node (store and front end), at debug level.
+	Logs *logBuffer
 }
 
-// startTestNode starts a node that lives until the test ends.
-func startTestNode(t *testing.T) *testNode {
+// logBuffer is a bytes.Buffer safe for concurrent log writers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startTestNode starts a node that lives until the test ends. tweak, when given,
+// may change the engine configuration first.
+func startTestNode(t *testing.T, tweak ...func(*engine.Config)) *testNode {
 	t.Helper()
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(db, engine.Config{JWTSigningKey: []byte("httpapi-test-key"), BcryptCost: bcrypt.MinCost})
+	cfg := engine.Config{JWTSigningKey: []byte("httpapi-test-key"), BcryptCost: bcrypt.MinCost}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	eng := engine.New(db, cfg)
 	demo, err := eng.Bootstrap(context.Background(), true, "")
 	if err != nil {
 		db.Close()
 		t.Fatal(err)
 	}
 	w := ingest.NewWriter(db, ingest.Config{})
-	api := New(Config{MaxBodySize: 1 << 20}, eng, w, nil, nil)
+	api := New(Config{MaxBodySize: 1 << 20}, eng, w, log, nil)
 	srv := &fasthttp.Server{Handler: api.Handler(), ErrorHandler: api.ErrorHandler, MaxRequestBodySize: 1 << 20}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -65,7 +92,7 @@ func startTestNode(t *testing.T) *testNode {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	return &testNode{t: t, URL: "http://" + ln.Addr().String(), Demo: demo, Eng: eng, Store: db}
+	return &testNode{t: t, URL: "http://" + ln.Addr().String(), Demo: demo, Eng: eng, Store: db, Logs: logs}
 }
 
 // do sends a request and returns the status and body. auth, when not empty, is
@@ -165,22 +192,36 @@ func (n *testNode) expect(method, path, auth string, body any, status int, msg s
 	return out
 }
 
-// bearerFor mints an access token for a user created over the API, who cannot log
-// in before activation exists. It signs with the node's test key.
-func (n *testNode) bearerFor(u *engine.User) string {
+// pair decodes a {"token","refreshToken"} body.
+func (n *testNode) pair(body []byte) engine.JWTPair {
 	n.t.Helper()
-	now := time.Now()
-	claims := jwt.MapClaims{
-		"sub": u.Email, "userId": u.ID.ID.String(), "scopes": []string{u.Authority},
-		"sessionId": "test", "iss": "thingsboard.io", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-		"enabled": true, "isPublic": false,
-		"tenantId": u.TenantID.ID.String(), "customerId": u.CustomerID.ID.String(),
+	var p engine.JWTPair
+	n.decode(body, &p)
+	if p.Token == "" || p.RefreshToken == "" {
+		n.t.Fatalf("not a token pair: %s", body)
 	}
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS512, claims).SignedString([]byte("httpapi-test-key"))
-	if err != nil {
-		n.t.Fatal(err)
+	return p
+}
+
+// activate gets an activation link for a new user as auth, activates the user with
+// password and returns its X-Authorization value.
+func (n *testNode) activate(auth string, u *engine.User, password string) string {
+	n.t.Helper()
+	link := string(n.expect("GET", "/api/user/"+u.ID.ID.String()+"/activationLink", auth, nil, 200, ""))
+	_, token, ok := strings.Cut(link, "activateToken=")
+	if !ok || !strings.HasPrefix(link, n.URL+"/api/noauth/activate?") {
+		n.t.Fatalf("activation link %q", link)
 	}
-	return "Bearer " + s
+	p := n.pair(n.expect("POST", "/api/noauth/activate", "", map[string]string{"activateToken": token, "password": password}, 200, ""))
+	return "Bearer " + p.Token
+}
+
+// newUser creates a user as auth and activates it with password "password1".
+func (n *testNode) newUser(auth string, u map[string]any) (engine.User, string) {
+	n.t.Helper()
+	var out engine.User
+	n.decode(n.expect("POST", "/api/user?sendActivationMail=false", auth, u, 200, ""), &out)
+	return out, n.activate(auth, &out, "password1")
 }
 
 // otherTenant creates tenant title with an admin and returns the admin's token.
@@ -188,9 +229,8 @@ func (n *testNode) otherTenant(title string) (tenant engine.Tenant, bearer strin
 	n.t.Helper()
 	sys := n.sysadmin()
 	n.decode(n.expect("POST", "/api/tenant", sys, map[string]string{"title": title}, 200, ""), &tenant)
-	var u engine.User
-	n.decode(n.expect("POST", "/api/user?sendActivationMail=false", sys, map[string]any{
+	_, bearer = n.newUser(sys, map[string]any{
 		"email": strings.ToLower(title) + "@example.com", "authority": engine.TenantAdmin, "tenantId": tenant.ID,
-	}, 200, ""), &u)
-	return tenant, n.bearerFor(&u)
+	})
+	return tenant, bearer
 }

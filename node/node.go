@@ -62,6 +62,11 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		AccessTokenTTL:  time.Duration(cfg.Auth.TokenExpiration) * time.Second,
 		RefreshTokenTTL: time.Duration(cfg.Auth.RefreshExpiration) * time.Second,
 		Issuer:          cfg.Auth.Issuer,
+
+		LoginMaxFailures:        cfg.Auth.LoginMaxFailures,
+		LoginMaxAddressFailures: cfg.Auth.LoginMaxAddressFailures,
+		LoginLockout:            time.Duration(cfg.Auth.LoginLockout) * time.Second,
+		ActivationTTL:           time.Duration(cfg.Auth.ActivationTTL) * time.Second,
 	})
 	if n.Bootstrap, err = n.eng.Bootstrap(context.Background(), cfg.Data.Demo, cfg.Auth.SysadminPassword); err != nil {
 		db.Close()

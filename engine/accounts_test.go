@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+func TestDeleteTenantRemovesEverything(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	sys := te.sysadmin(t)
+	b := te.newTenant(t, "B", "b@example.com")
+	c, err := te.SaveCustomer(ctx, b, &Customer{Title: "BC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := te.SaveDevice(ctx, b, &Device{Name: "bd", CustomerID: c.ID}, "B_TOKEN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.SaveDeviceProfile(ctx, b, &DeviceProfile{Name: "extra"}); err != nil {
+		t.Fatal(err)
+	}
+	cu, err := te.SaveUser(ctx, b, &User{Email: "bc@example.com", Authority: CustomerUser, CustomerID: c.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := te.SaveAPIKey(ctx, b, &APIKey{APIKeyInfo: APIKeyInfo{Description: "k", Enabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.DeviceByToken(ctx, "B_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	pt := []storage.Row{{TenantID: b.TenantID, EntityID: d.ID.ID, Entry: kv.Entry{Key: "t", Ts: 1, Value: kv.LongValue(1)}}}
+	if err := te.store.Write(ctx, pt); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.SaveAttributes(ctx, d.ID.ID, storage.ServerScope, []kv.Entry{{Key: "a", Value: kv.LongValue(1)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	wantCode(t, te.DeleteTenant(ctx, te.tenantAdmin(t), b.TenantID), CodePermissionDenied)
+	wantCode(t, te.DeleteTenant(ctx, sys, uuid.New()), CodeItemNotFound)
+	wantCode(t, te.DeleteTenant(ctx, sys, b.TenantID), 0)
+	wantCode(t, te.DeleteTenant(ctx, sys, b.TenantID), CodeItemNotFound)
+
+	for _, kind := range []string{kindDevice, kindCredentials, kindCustomer, kindUser, kindUserCreds, kindProfile, kindAPIKey} {
+		if rs, err := te.store.List(ctx, kind, b.TenantID); err != nil || len(rs) != 0 {
+			t.Errorf("%s left after delete: %d %v", kind, len(rs), err)
+		}
+	}
+	if _, err := te.store.Get(ctx, kindUser, cu.ID.ID); err == nil {
+		t.Error("customer user left")
+	}
+	if pts, _ := te.LatestTelemetry(ctx, d.ID.ID, nil); len(pts) != 0 {
+		t.Errorf("telemetry left: %v", pts)
+	}
+	if attrs, _ := te.Attributes(ctx, d.ID.ID, storage.ServerScope, nil); len(attrs) != 0 {
+		t.Errorf("attributes left: %v", attrs)
+	}
+	_, err = te.DeviceByToken(ctx, "B_TOKEN")
+	wantCode(t, err, CodeAuthentication)
+	_, err = te.Authenticate(ctx, "ApiKey "+*key.Value)
+	wantCode(t, err, CodeAuthentication)
+	_, err = te.CurrentUser(ctx, b)
+	wantCode(t, err, CodeItemNotFound)
+	// The demo tenant is untouched.
+	if _, err := te.GetDevice(ctx, te.tenantAdmin(t), te.demo.DemoDeviceID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAssignDevicesAndCustomerDelete(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin, cust := te.tenantAdmin(t), te.customerUser(t)
+	other := te.newTenant(t, "B", "b@example.com")
+	d := te.demo
+	pl := PageLink{PageSize: 10}
+
+	_, err := te.AssignDevice(ctx, cust, d.DemoCustomerID, d.DemoDeviceID)
+	wantCode(t, err, CodePermissionDenied)
+	_, err = te.AssignDevice(ctx, other, d.DemoCustomerID, d.DemoDeviceID)
+	wantCode(t, err, CodePermissionDenied)
+	_, err = te.AssignDevice(ctx, admin, uuid.New(), d.DemoDeviceID)
+	wantCode(t, err, CodeItemNotFound)
+	_, err = te.AssignDevice(ctx, admin, d.DemoCustomerID, uuid.New())
+	wantCode(t, err, CodeItemNotFound)
+	_, err = te.GetDevice(ctx, cust, d.DemoDeviceID)
+	wantCode(t, err, CodePermissionDenied)
+	dev, err := te.AssignDevice(ctx, admin, d.DemoCustomerID, d.DemoDeviceID)
+	if err != nil || dev.CustomerID.ID != d.DemoCustomerID {
+		t.Fatalf("assign: %+v %v", dev, err)
+	}
+	if _, err := te.GetDevice(ctx, cust, d.DemoDeviceID); err != nil {
+		t.Fatal(err)
+	}
+	page, err := te.ListCustomerDevices(ctx, cust, d.DemoCustomerID, pl, "")
+	if err != nil || page.TotalElements != 2 {
+		t.Fatalf("customer devices: %+v %v", page, err)
+	}
+	_, err = te.ListCustomerDevices(ctx, other, d.DemoCustomerID, pl, "")
+	wantCode(t, err, CodePermissionDenied)
+	if _, err := te.UnassignDevice(ctx, admin, d.DemoDeviceID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = te.UnassignDevice(ctx, admin, d.DemoDeviceID)
+	wantCode(t, err, CodeBadRequestParams)
+	_, err = te.GetDevice(ctx, cust, d.DemoDeviceID)
+	wantCode(t, err, CodePermissionDenied)
+
+	users, err := te.ListCustomerUsers(ctx, admin, d.DemoCustomerID, pl)
+	if err != nil || users.TotalElements != 1 || users.Data[0].Email != DemoCustomerUserEmail {
+		t.Fatalf("customer users: %+v %v", users, err)
+	}
+	admins, err := te.ListTenantAdmins(ctx, te.sysadmin(t), d.DemoTenantID, pl)
+	if err != nil || admins.TotalElements != 1 || admins.Data[0].Email != DemoTenantAdminEmail {
+		t.Fatalf("tenant admins: %+v %v", admins, err)
+	}
+	_, err = te.ListTenantAdmins(ctx, other, d.DemoTenantID, pl)
+	wantCode(t, err, CodePermissionDenied)
+
+	// Deleting the customer deletes its users and unassigns its devices.
+	wantCode(t, te.DeleteCustomer(ctx, other, d.DemoCustomerID), CodePermissionDenied)
+	wantCode(t, te.DeleteCustomer(ctx, cust, d.DemoCustomerID), CodePermissionDenied)
+	wantCode(t, te.DeleteCustomer(ctx, admin, d.DemoCustomerID), 0)
+	dev, err = te.GetDevice(ctx, admin, d.CustomerDeviceID)
+	if err != nil || !isNull(dev.CustomerID.ID) {
+		t.Fatalf("device after customer delete: %+v %v", dev, err)
+	}
+	_, _, err = te.Login(ctx, DemoCustomerUserEmail, "customer")
+	wantCode(t, err, CodeAuthentication)
+	_, err = te.CurrentUser(ctx, cust)
+	wantCode(t, err, CodeItemNotFound)
+}

@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestAPIKeyLifecycle(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	k, err := te.SaveAPIKey(ctx, admin, &APIKey{APIKeyInfo: APIKeyInfo{Description: "ci", Enabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Value == nil || !strings.HasPrefix(*k.Value, "tb_") || len(*k.Value) != 3+86 {
+		t.Fatalf("value %v", k.Value)
+	}
+	if raw, err := base64.RawURLEncoding.DecodeString((*k.Value)[3:]); err != nil || len(raw) != 64 {
+		t.Fatalf("value is not 64 bytes base64url: %v", err)
+	}
+	if k.ID.EntityType != EntityAPIKey || k.UserID.ID != admin.UserID || k.TenantID.ID != admin.TenantID || k.Expired {
+		t.Fatalf("key %+v", k.APIKeyInfo)
+	}
+	value := *k.Value
+	// Only the hash is stored.
+	r, err := te.store.Get(ctx, kindAPIKey, k.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(r.Data), value) || strings.Contains(string(r.Data), value[3:]) ||
+		len(r.Unique) != 1 || r.Unique[0] != "keyhash:"+sha256Hex(value) {
+		t.Fatalf("stored key: %s %v", r.Data, r.Unique)
+	}
+
+	auth := func(header string, want error) {
+		t.Helper()
+		p, err := te.Authenticate(ctx, header)
+		if err != want {
+			t.Fatalf("Authenticate(%.20q) = %v, want %v", header, err, want)
+		}
+		if err == nil && (p.UserID != admin.UserID || p.Authority != TenantAdmin || p.TenantID != admin.TenantID) {
+			t.Fatalf("principal %+v", p)
+		}
+	}
+	auth("ApiKey "+value, nil)
+	auth("ApiKey "+value+"x", ErrBadCredentials)
+	auth("ApiKey tb_", ErrBadCredentials)
+	auth("ApiKey "+value[3:], ErrBadCredentials)
+	auth("apikey "+value, ErrAuthFailed)
+	auth("Bearer "+value, ErrBadCredentials)
+
+	// Updates: description and enabled only; refused at once when disabled.
+	upd := func(in APIKey, code Code) {
+		t.Helper()
+		out, err := te.SaveAPIKey(ctx, admin, &in)
+		wantCode(t, err, code)
+		if err == nil && out.Value != nil {
+			t.Fatalf("update returned the value")
+		}
+	}
+	info := k.APIKeyInfo
+	info.Description, info.Enabled = "ci-2", false
+	upd(APIKey{APIKeyInfo: info}, 0)
+	auth("ApiKey "+value, errUserNotActive)
+	bad := info
+	bad.ExpirationTime = 5
+	upd(APIKey{APIKeyInfo: bad}, CodeBadRequestParams)
+	bad = info
+	bad.UserID = newEntityID(EntityUser, uuid.New())
+	upd(APIKey{APIKeyInfo: bad}, CodeBadRequestParams)
+	bad = info
+	bad.Description = " "
+	upd(APIKey{APIKeyInfo: bad}, CodeBadRequestParams)
+	bad = info
+	bad.ID.ID = uuid.New()
+	upd(APIKey{APIKeyInfo: bad}, CodeItemNotFound)
+	if _, err := te.SetAPIKeyEnabled(ctx, admin, k.ID.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	auth("ApiKey "+value, nil)
+	got, err := te.SetAPIKeyDescription(ctx, admin, k.ID.ID, "renamed")
+	if err != nil || got.Description != "renamed" || !got.Enabled {
+		t.Fatalf("description: %+v %v", got, err)
+	}
+
+	// Expiry, through the engine clock.
+	exp, err := te.SaveAPIKey(ctx, admin, &APIKey{APIKeyInfo: APIKeyInfo{Description: "short", Enabled: true,
+		ExpirationTime: time.Now().Add(time.Hour).UnixMilli()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth("ApiKey "+*exp.Value, nil)
+	te.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	auth("ApiKey "+*exp.Value, errAPIKeyExpired)
+	page, err := te.ListAPIKeys(ctx, admin, admin.UserID, PageLink{PageSize: 10, SortProperty: "description"})
+	if err != nil || page.TotalElements != 2 || page.Data[0].Description != "renamed" || !page.Data[1].Expired || page.Data[0].Expired {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+	te.now = time.Now
+
+	// Delete, then the key is unknown.
+	wantCode(t, te.DeleteAPIKey(ctx, admin, k.ID.ID), 0)
+	auth("ApiKey "+value, ErrBadCredentials)
+	wantCode(t, te.DeleteAPIKey(ctx, admin, k.ID.ID), CodeItemNotFound)
+}
+
+func TestAPIKeyPermissions(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin, cust, sys := te.tenantAdmin(t), te.customerUser(t), te.sysadmin(t)
+	other := te.newTenant(t, "B", "b@example.com")
+	f := func(p *Principal, owner uuid.UUID, code Code) {
+		t.Helper()
+		_, err := te.SaveAPIKey(ctx, p, &APIKey{APIKeyInfo: APIKeyInfo{Description: "k", Enabled: true,
+			UserID: newEntityID(EntityUser, owner)}})
+		wantCode(t, err, code)
+		_, err = te.ListAPIKeys(ctx, p, owner, PageLink{PageSize: 1})
+		wantCode(t, err, code)
+	}
+	f(cust, cust.UserID, 0)
+	f(cust, admin.UserID, CodePermissionDenied)
+	f(admin, admin.UserID, 0)
+	f(admin, cust.UserID, 0)
+	f(admin, other.UserID, CodePermissionDenied)
+	f(admin, sys.UserID, CodePermissionDenied)
+	f(sys, sys.UserID, 0)
+	f(sys, admin.UserID, 0)
+	f(sys, cust.UserID, CodePermissionDenied)
+	f(other, admin.UserID, CodePermissionDenied)
+	f(other, uuid.New(), CodeItemNotFound)
+
+	// A key of a customer user acts as that user, with its rights only.
+	k, err := te.SaveAPIKey(ctx, cust, &APIKey{APIKeyInfo: APIKeyInfo{Description: "mine", Enabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := te.Authenticate(ctx, "ApiKey "+*k.Value)
+	if err != nil || p.Authority != CustomerUser || p.CustomerID != te.demo.DemoCustomerID {
+		t.Fatalf("principal %+v %v", p, err)
+	}
+	_, err = te.GetDevice(ctx, p, te.demo.DemoDeviceID)
+	wantCode(t, err, CodePermissionDenied)
+	_, err = te.SetAPIKeyEnabled(ctx, other, k.ID.ID, false)
+	wantCode(t, err, CodePermissionDenied)
+	wantCode(t, te.DeleteAPIKey(ctx, other, k.ID.ID), CodePermissionDenied)
+
+	// Deleting the user deletes its keys.
+	u, err := te.GetUser(ctx, admin, cust.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.DeleteUser(ctx, admin, u.ID.ID), 0)
+	if _, err := te.Authenticate(ctx, "ApiKey "+*k.Value); err != ErrBadCredentials {
+		t.Fatalf("key of a deleted user: %v", err)
+	}
+	if _, err := te.store.Get(ctx, kindAPIKey, k.ID.ID); err == nil {
+		t.Fatal("key of a deleted user is still stored")
+	}
+	// And tokens of a deleted user are refused.
+	if _, err := te.CurrentUser(ctx, cust); err == nil {
+		t.Fatal("deleted user still loads")
+	}
+}

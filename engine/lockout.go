@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"strings"
+	"sync"
+	"time"
+)
+
+// errAccountLocked is ThingsBoard's answer while logins are locked.
+var errAccountLocked = &Error{Code: CodeAuthentication, Msg: "User account is locked due to security policy"}
+
+// maxGuardEntries bounds each map of loginGuard; past it, entries that neither
+// count recent failures nor lock are dropped.
+const maxGuardEntries = 100_000
+
+// loginGuard counts failed logins per user name and per client address and locks
+// logins after too many within a window. It is node-local: each node counts the
+// attempts it serves.
+type loginGuard struct {
+	maxUser, maxAddr int
+	window           time.Duration // counting window and lockout length
+
+	mu    sync.Mutex
+	users map[string]*failures // lower-cased user name → failures
+	addrs map[string]*failures
+}
+
+type failures struct {
+	count  int       // attempts not known to have succeeded, since first
+	first  time.Time // start of the counting window
+	locked time.Time // logins refused until then
+}
+
+func newLoginGuard(maxUser, maxAddr int, window time.Duration) *loginGuard {
+	return &loginGuard{maxUser: maxUser, maxAddr: maxAddr, window: window,
+		users: make(map[string]*failures), addrs: make(map[string]*failures)}
+}
+
+// admit counts one login attempt of user from addr ("" for none), or refuses it
+// while either is locked. An attempt counts as a failure until success is called,
+// so concurrent guesses cannot outrun the limit: at most max attempts per window.
+func (g *loginGuard) admit(now time.Time, user, addr string) bool {
+	user = strings.ToLower(strings.TrimSpace(user))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fu := g.entry(g.users, user, now)
+	var fa *failures
+	if addr != "" {
+		fa = g.entry(g.addrs, addr, now)
+	}
+	ok := g.allow(fu, g.maxUser, now)
+	if fa != nil {
+		ok = g.allow(fa, g.maxAddr, now) && ok
+	}
+	if !ok {
+		return false
+	}
+	fu.count++
+	if fa != nil {
+		fa.count++
+	}
+	return true
+}
+
+// success takes back the attempt admit counted and forgets the user's failures.
+func (g *loginGuard) success(user, addr string) {
+	user = strings.ToLower(strings.TrimSpace(user))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.users, user)
+	if fa := g.addrs[addr]; fa != nil && fa.count > 0 {
+		fa.count--
+	}
+}
+
+// entry returns the failures of key, starting a new window when the old one ended.
+func (g *loginGuard) entry(m map[string]*failures, key string, now time.Time) *failures {
+	f := m[key]
+	if f == nil {
+		if len(m) >= maxGuardEntries {
+			g.prune(m, now)
+		}
+		f = &failures{first: now}
+		m[key] = f
+	}
+	if now.Before(f.locked) {
+		return f
+	}
+	if now.Sub(f.first) >= g.window {
+		f.count, f.first = 0, now
+	}
+	return f
+}
+
+// allow reports whether another attempt may run, locking f when it may not.
+func (g *loginGuard) allow(f *failures, limit int, now time.Time) bool {
+	if now.Before(f.locked) {
+		return false
+	}
+	if f.count >= limit {
+		f.locked, f.count, f.first = now.Add(g.window), 0, now
+		return false
+	}
+	return true
+}
+
+// prune drops entries that no longer matter; if that frees nothing (a flood of
+// fresh names), it drops every entry that does not lock.
+func (g *loginGuard) prune(m map[string]*failures, now time.Time) {
+	n := len(m)
+	for k, f := range m {
+		if !now.Before(f.locked) && now.Sub(f.first) >= g.window {
+			delete(m, k)
+		}
+	}
+	if len(m) < n {
+		return
+	}
+	for k, f := range m {
+		if !now.Before(f.locked) {
+			delete(m, k)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// MinPasswordLength is the shortest password accepted (ThingsBoard's default policy).
+const MinPasswordLength = 6
+
+var (
+	errPasswordTooShort    = Errorf(CodeBadRequestParams, "Password must be at least %d characters long!", MinPasswordLength)
+	errCurrentPassword     = &Error{Code: CodeBadRequestParams, Msg: "Current password doesn't match!"}
+	errSamePassword        = &Error{Code: CodeBadRequestParams, Msg: "New password should be different from existing!"}
+	errAlreadyActivated    = &Error{Code: CodeBadRequestParams, Msg: "User is already activated!"}
+	errActivateTokenBad    = &Error{Code: CodeBadRequestParams, Msg: "Unable to find user credentials by activateToken"}
+	errActivateTokenExpire = &Error{Code: CodeBadRequestParams, Msg: "Activation token expired"}
+)
+
+// sha256Hex is the hex SHA-256 of a secret, the only form in which activation
+// tokens and API keys are stored.
+func sha256Hex(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// checkNewPassword applies the password policy; bcrypt's 72-byte limit is checked
+// when hashing.
+func checkNewPassword(pw string) error {
+	if len([]rune(pw)) < MinPasswordLength || strings.TrimSpace(pw) == "" {
+		return errPasswordTooShort
+	}
+	return nil
+}
+
+// putCreds stores user credentials with the hash of a pending activation token as
+// their unique value.
+func (e *Engine) putCreds(ctx context.Context, c *userCredentials) error {
+	var unique []string
+	if c.ActivateTokenHash != "" {
+		unique = append(unique, activateTokenKey(c.ActivateTokenHash))
+	}
+	return e.putRecord(ctx, kindUserCreds, c.UserID, c.TenantID, c, unique...)
+}
+
+// ChangePassword replaces the caller's password after checking the current one
+// and returns a new token pair. Every JWT of the user issued before the change is
+// refused from then on ("Token has expired"; refresh: "Token is outdated") — at
+// once on this node, within Config.AuthCacheTTL on others. Wrong current passwords
+// count towards the login lockout.
+func (e *Engine) ChangePassword(ctx context.Context, p *Principal, current, next string) (access, refresh string, err error) {
+	if p == nil {
+		return "", "", ErrAuthFailed
+	}
+	u, err := getRecord[User](ctx, e, kindUser, p.UserID)
+	if err != nil {
+		return "", "", notFound(err)
+	}
+	creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, p.UserID)
+	if err != nil {
+		return "", "", notFound(err)
+	}
+	if !e.logins.admit(e.now(), u.Email, "") {
+		return "", "", errAccountLocked
+	}
+	if !e.checkPassword(creds.PasswordHash, current) {
+		return "", "", errCurrentPassword
+	}
+	e.logins.success(u.Email, "")
+	if current == next {
+		return "", "", errSamePassword
+	}
+	if err := checkNewPassword(next); err != nil {
+		return "", "", err
+	}
+	if creds.PasswordHash, err = e.hashPassword(next); err != nil {
+		return "", "", err
+	}
+	// iat has whole seconds: tokens of this second may predate the change, so the
+	// new ones start at the next second (issueTokens never issues before it).
+	creds.TokensValidFrom = e.now().Unix() + 1
+	if err := e.putCreds(ctx, creds); err != nil {
+		return "", "", err
+	}
+	e.users.evict(p.UserID)
+	return e.issueTokens(u, true, creds.TokensValidFrom)
+}
+
+// ActivationToken issues a new activation token for a user p manages who has not
+// activated the account yet; an earlier token stops working. The token is
+// returned only here: storage keeps its SHA-256. It works once, for Config.ActivationTTL.
+func (e *Engine) ActivationToken(ctx context.Context, p *Principal, userID uuid.UUID) (string, error) {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return "", err
+	}
+	u, err := getRecord[User](ctx, e, kindUser, userID)
+	if err != nil {
+		return "", notFound(err)
+	}
+	if !canManageUser(p, u) {
+		return "", ErrPermissionDenied
+	}
+	creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, userID)
+	if errors.Is(err, storage.ErrNotFound) { // an interrupted create
+		creds, err = &userCredentials{UserID: userID, TenantID: orNull(u.TenantID.ID)}, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if creds.Enabled || creds.PasswordHash != "" {
+		return "", errAlreadyActivated
+	}
+	token := randomString(32)
+	creds.ActivateTokenHash = sha256Hex(token)
+	creds.ActivateExpires = e.now().Add(e.cfg.ActivationTTL).UnixMilli()
+	if err := e.putCreds(ctx, creds); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// Activate sets the first password of the user an activation token belongs to,
+// enables the account, spends the token and returns a token pair.
+func (e *Engine) Activate(ctx context.Context, token, password string) (access, refresh string, err error) {
+	if token == "" {
+		return "", "", errActivateTokenBad
+	}
+	h := sha256Hex(token)
+	creds, err := lookupRecord[userCredentials](ctx, e, kindUserCreds, activateTokenKey(h))
+	if err != nil {
+		return "", "", ifNotFound(err, errActivateTokenBad)
+	}
+	if subtle.ConstantTimeCompare([]byte(creds.ActivateTokenHash), []byte(h)) != 1 {
+		return "", "", errActivateTokenBad
+	}
+	if e.now().UnixMilli() >= creds.ActivateExpires {
+		return "", "", errActivateTokenExpire
+	}
+	if err := checkNewPassword(password); err != nil {
+		return "", "", err
+	}
+	u, err := getRecord[User](ctx, e, kindUser, creds.UserID)
+	if err != nil {
+		return "", "", ifNotFound(err, errActivateTokenBad)
+	}
+	if creds.PasswordHash, err = e.hashPassword(password); err != nil {
+		return "", "", err
+	}
+	creds.Enabled, creds.ActivateTokenHash, creds.ActivateExpires = true, "", 0
+	if err := e.putCreds(ctx, creds); err != nil {
+		return "", "", err
+	}
+	e.users.evict(u.ID.ID)
+	return e.issueTokens(u, true, creds.TokensValidFrom)
+}

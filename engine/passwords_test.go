@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestChangePasswordOutdatesTokens(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	oldAccess, oldRefresh, err := te.Login(ctx, DemoTenantAdminEmail, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := te.Authenticate(ctx, "Bearer "+oldAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := te.customerUser(t)
+
+	_, _, err = te.ChangePassword(ctx, p, "wrong", "newpass1")
+	wantCode(t, err, CodeBadRequestParams)
+	_, _, err = te.ChangePassword(ctx, p, "tenant", "tenant")
+	wantCode(t, err, CodeBadRequestParams)
+	_, _, err = te.ChangePassword(ctx, p, "tenant", "short")
+	wantCode(t, err, CodeBadRequestParams)
+	if _, err := te.Authenticate(ctx, "Bearer "+oldAccess); err != nil {
+		t.Fatalf("a refused change outdated the token: %v", err)
+	}
+
+	access, refresh, err := te.ChangePassword(ctx, p, "tenant", "newpass1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = te.Authenticate(ctx, "Bearer "+oldAccess)
+	if err != ErrTokenExpired {
+		t.Fatalf("old access token: %v", err)
+	}
+	_, _, err = te.Refresh(ctx, oldRefresh)
+	if err != errTokenOutdated {
+		t.Fatalf("old refresh token: %v", err)
+	}
+	if _, err := te.Authenticate(ctx, "Bearer "+access); err != nil {
+		t.Fatalf("new access token: %v", err)
+	}
+	if _, _, err := te.Refresh(ctx, refresh); err != nil {
+		t.Fatalf("new refresh token: %v", err)
+	}
+	// Logins in the second of the change get tokens that work.
+	a2, _, err := te.Login(ctx, DemoTenantAdminEmail, "newpass1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.Authenticate(ctx, "Bearer "+a2); err != nil {
+		t.Fatalf("token after change: %v", err)
+	}
+	_, _, err = te.Login(ctx, DemoTenantAdminEmail, "tenant")
+	wantCode(t, err, CodeAuthentication)
+	// Other users keep their tokens.
+	if _, err := te.CurrentUser(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestActivation(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin, cust, sys := te.tenantAdmin(t), te.customerUser(t), te.sysadmin(t)
+	other := te.newTenant(t, "B", "b@example.com")
+	u, err := te.SaveUser(ctx, admin, &User{Email: "new@example.com", Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(p *Principal, id uuid.UUID, code Code) string {
+		t.Helper()
+		tok, err := te.ActivationToken(ctx, p, id)
+		wantCode(t, err, code)
+		return tok
+	}
+	f(cust, u.ID.ID, CodePermissionDenied)
+	f(other, u.ID.ID, CodePermissionDenied)
+	f(admin, uuid.New(), CodeItemNotFound)
+	f(admin, admin.UserID, CodeBadRequestParams) // already active
+	first := f(sys, u.ID.ID, 0)
+	tok := f(admin, u.ID.ID, 0)
+	if len(tok) < 32 || tok == first {
+		t.Fatalf("tokens %q %q", first, tok)
+	}
+	// The token is stored hashed only.
+	r, err := te.store.Get(ctx, kindUserCreds, u.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(r.Data), tok) || len(r.Unique) != 1 || r.Unique[0] != "activateToken:"+sha256Hex(tok) {
+		t.Fatalf("stored credentials: %s %v", r.Data, r.Unique)
+	}
+
+	activate := func(token, pw string, code Code) {
+		t.Helper()
+		_, _, err := te.Activate(ctx, token, pw)
+		wantCode(t, err, code)
+	}
+	activate(first, "password1", CodeBadRequestParams) // replaced by the second
+	activate("", "password1", CodeBadRequestParams)
+	activate(tok, "12345", CodeBadRequestParams)
+	activate(tok, "password1", 0)
+	activate(tok, "password2", CodeBadRequestParams) // single use
+	if _, _, err := te.Login(ctx, "new@example.com", "password1"); err != nil {
+		t.Fatal(err)
+	}
+	f(admin, u.ID.ID, CodeBadRequestParams)
+
+	// Expiry.
+	u2, err := te.SaveUser(ctx, admin, &User{Email: "late@example.com", Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := f(admin, u2.ID.ID, 0)
+	te.now = func() time.Time { return time.Now().Add(24*time.Hour + time.Second) }
+	activate(late, "password1", CodeBadRequestParams)
+}

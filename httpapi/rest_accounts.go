@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/engine"
+)
+
+// Handlers for deleting tenants and customers, user reads and deletes, activation
+// links, customer lists and device assignment (registered in entityRoutes).
+
+func (s *Server) deleteTenant(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "tenantId"); ok {
+		s.done(ctx, s.eng.DeleteTenant(ctx, p, id))
+	}
+}
+
+func (s *Server) tenantAdmins(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "tenantId")
+	if !ok {
+		return
+	}
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListTenantAdmins(ctx, p, id, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deleteCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "customerId"); ok {
+		s.done(ctx, s.eng.DeleteCustomer(ctx, p, id))
+	}
+}
+
+func (s *Server) customerUsers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "customerId")
+	if !ok {
+		return
+	}
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListCustomerUsers(ctx, p, id, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) customerDevices(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "customerId")
+	if !ok {
+		return
+	}
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListCustomerDevices(ctx, p, id, pl, string(ctx.QueryArgs().Peek("type")))
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) assignDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	customerID, ok := s.pathID(ctx, "customerId")
+	if !ok {
+		return
+	}
+	if deviceID, ok := s.pathID(ctx, "deviceId"); ok {
+		v, err := s.eng.AssignDevice(ctx, p, customerID, deviceID)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) unassignDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceId"); ok {
+		v, err := s.eng.UnassignDevice(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) getUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "userId"); ok {
+		v, err := s.eng.GetUser(ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deleteUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "userId"); ok {
+		s.done(ctx, s.eng.DeleteUser(ctx, p, id))
+	}
+}
+
+// activationLink answers, as text, {base}/api/noauth/activate?activateToken=<token>
+// with a new token; base is the scheme and Host of this request.
+func (s *Server) activationLink(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "userId")
+	if !ok {
+		return
+	}
+	token, err := s.eng.ActivationToken(ctx, p, id)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	scheme := "http://"
+	if ctx.IsTLS() {
+		scheme = "https://"
+	}
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString(scheme + string(ctx.Host()) + "/api/noauth/activate?activateToken=" + token)
+}
