@@ -42,7 +42,10 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 }
 
 // Handler returns the request handler with every route.
-func (s *Server) Handler() fasthttp.RequestHandler {
+func (s *Server) Handler() fasthttp.RequestHandler { return s.routes().Handler }
+
+// routes builds the router with every route; tests list its routes.
+func (s *Server) routes() *router.Router {
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -52,6 +55,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 	s.authRoutes(r)
 	s.entityRoutes(r)
 	s.telemetryRoutes(r)
+	s.docsRoutes(r)
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fasthttp.StatusNotFound, engine.CodeItemNotFound, "Path not found: "+string(ctx.Path()))
 	}
@@ -63,7 +67,7 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		s.log.Error("handler panic", "route", route(ctx), "panic", v)
 		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
 	}
-	return r.Handler
+	return r
 }
 
 // ErrorHandler answers requests fasthttp rejects before routing (body too large,
