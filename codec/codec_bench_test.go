@@ -55,3 +55,19 @@ func BenchmarkParseTelemetrySingle(b *testing.B)   { benchParse(b, singleBody) }
 func BenchmarkParseTelemetryBatch100(b *testing.B) { benchParse(b, batchBody) }
 func BenchmarkStdlibSingle(b *testing.B)           { benchStdlib(b, singleBody) }
 func BenchmarkStdlibBatch100(b *testing.B)         { benchStdlib(b, batchBody) }
+
+// BenchmarkLongRuns parses the longRuns shapes at 1 KiB and 1 MiB: the same
+// throughput at both sizes is the parser being linear.
+func BenchmarkLongRuns(b *testing.B) {
+	for _, n := range []int{1 << 10, 1 << 20} {
+		for _, c := range longRuns(n) {
+			body := []byte(c.body)
+			b.Run(fmt.Sprintf("%s/%d", c.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					ParseTelemetry(nil, body, now, Limits{})
+				}
+			})
+		}
+	}
+}

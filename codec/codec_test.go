@@ -229,6 +229,12 @@ func errorTable(f func(body, want string, attr bool)) {
 	f(`{"a":1}x`, "invalid JSON at offset 7: unexpected data after the JSON value", true)
 	f(`{"a":tru}`, "invalid JSON at offset 8: unexpected character '}'", true)
 	f(`{"a"`, "invalid JSON: unexpected end of input", true)
+
+	// Bodies the fuzz engine stalled on while minimizing them (see maxFuzzBody
+	// and testdata/fuzz): long runs of one byte.
+	f(`{"`+strings.Repeat("k", 982)+`":{"":0}k`, "key length exceeds 255 bytes", true)
+	f(`{"`+strings.Repeat(`\\`, 565)+`\tues":1,"va":[]}`, "key length exceeds 255 bytes", true)
+	f(strings.Repeat("\n", 994)+"{\"a\xff", "invalid JSON at offset 997: invalid UTF-8", true)
 }
 
 func TestErrors(t *testing.T) {
@@ -351,6 +357,34 @@ func TestLimits(t *testing.T) {
 	f(lim, `{"a":1e10}`, tooLong)
 	f(def, `{"a":1.5e2147483647}`, "")          // kept as the literal, see maxExpand
 	f(Limits{MaxValueLen: 5}, `{"a":1e10}`, "") // likewise: "1e10", not 11 digits
+}
+
+// longRuns are the shapes of the bodies the fuzz engine stalled on, stretched
+// to about n bytes, with what ParseTelemetry says of them ("" for success).
+func longRuns(n int) []struct{ name, body, want string } {
+	return []struct{ name, body, want string }{
+		{"key", `{"` + strings.Repeat("k", n) + `":{"":0}}`, "key length exceeds 255 bytes"},
+		{"escaped key", `{"` + strings.Repeat(`\\`, n/2) + `\tues":1}`, "key length exceeds 255 bytes"},
+		{"whitespace", strings.Repeat("\n", n) + `{"a":1}`, ""},
+		{"bad UTF-8", strings.Repeat("\n", n) + "{\"a\xff", fmt.Sprintf("invalid JSON at offset %d: invalid UTF-8", n+3)},
+		{"string", `{"a":"` + strings.Repeat("k", n) + `"}`, ""},
+		{"escaped string", `{"a":"` + strings.Repeat(`\\`, n/2) + `"}`, ""},
+		{"digits", `{"a":` + strings.Repeat("9", n) + `}`, ""},
+		{"JSON whitespace", `{"a":[` + strings.Repeat("\n", n) + `1]}`, ""},
+		{"ignored beside a pack", `{"ts":1,"values":{"a":1},"x":"` + strings.Repeat("k", n) + `"}`, ""},
+	}
+}
+
+// TestLongRuns parses the shapes above at 1 MiB and checks the results. Their
+// speed is measured by BenchmarkLongRuns (1 KiB against 1 MiB), not asserted here:
+// a quadratic scan would show there, and would make this test take minutes.
+func TestLongRuns(t *testing.T) {
+	for _, c := range longRuns(1 << 20) {
+		_, err := ParseTelemetry(nil, []byte(c.body), now, Limits{})
+		if got := fmt.Sprint(err); c.want == "" && err != nil || c.want != "" && got != c.want {
+			t.Errorf("%s: got error %v, want %q", c.name, err, c.want)
+		}
+	}
 }
 
 func TestAppendAndAlias(t *testing.T) {
