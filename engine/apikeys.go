@@ -159,7 +159,7 @@ func (e *Engine) putAPIKey(ctx context.Context, r *apiKeyRecord) error {
 	if err != nil {
 		return err
 	}
-	e.apiKeys.evict(r.Hash)
+	e.evictAPIKeyEverywhere(r.Hash)
 	return nil
 }
 
@@ -236,7 +236,7 @@ func (e *Engine) DeleteAPIKey(ctx context.Context, p *Principal, id uuid.UUID) e
 
 func (e *Engine) removeAPIKey(ctx context.Context, r *apiKeyRecord) error {
 	err := e.deleteRecord(ctx, kindAPIKey, r.ID.ID)
-	e.apiKeys.evict(r.Hash)
+	e.evictAPIKeyEverywhere(r.Hash)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil
 	}

@@ -49,6 +49,14 @@ func (c *ttlCache[K, V]) get(now time.Time, k K, load func() (V, error)) (V, err
 	return v, nil
 }
 
+// clear forgets every entry.
+func (c *ttlCache[K, V]) clear() {
+	c.mu.Lock()
+	c.gen.Add(1)
+	c.m.Clear()
+	c.mu.Unlock()
+}
+
 // evict forgets k.
 func (c *ttlCache[K, V]) evict(k K) {
 	c.mu.Lock()

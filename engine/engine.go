@@ -6,6 +6,7 @@ package engine
 
 import (
 	"crypto/rand"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/sluice-iot/sluice/notify"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -46,6 +48,11 @@ type Config struct {
 	LoginLockout            time.Duration
 	// ActivationTTL is how long an activation token works (24 h by default).
 	ActivationTTL time.Duration
+	// Notifier carries cache evictions to the other nodes of a cluster; nil means
+	// this node is alone (the embedded default).
+	Notifier notify.Notifier
+	// Logger receives the engine's warnings; nil discards them.
+	Logger *slog.Logger
 }
 
 // Engine is the platform domain over one storage back end.
@@ -111,8 +118,12 @@ func New(store storage.Backend, cfg Config) *Engine {
 		cfg.JWTSigningKey = make([]byte, 64)
 		rand.Read(cfg.JWTSigningKey)
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	e := &Engine{cfg: cfg, store: store, now: time.Now}
 	e.users.ttl, e.apiKeys.ttl = cfg.AuthCacheTTL, cfg.AuthCacheTTL
 	e.logins = newLoginGuard(cfg.LoginMaxFailures, cfg.LoginMaxAddressFailures, cfg.LoginLockout)
+	e.subscribeEvictions()
 	return e
 }

@@ -90,7 +90,7 @@ func (e *Engine) ChangePassword(ctx context.Context, p *Principal, current, next
 	if err := e.putCreds(ctx, creds); err != nil {
 		return "", "", err
 	}
-	e.users.evict(p.UserID)
+	e.evictUserEverywhere(p.UserID)
 	return e.issueTokens(u, true, creds.TokensValidFrom)
 }
 
@@ -158,6 +158,6 @@ func (e *Engine) Activate(ctx context.Context, token, password string) (access, 
 	if err := e.putCreds(ctx, creds); err != nil {
 		return "", "", err
 	}
-	e.users.evict(u.ID.ID)
+	e.evictUserEverywhere(u.ID.ID)
 	return e.issueTokens(u, true, creds.TokensValidFrom)
 }

@@ -153,11 +153,11 @@ func (e *Engine) removeOwned(ctx context.Context, owner uuid.UUID, kinds ...stri
 			}
 			if kind == kindAPIKey {
 				if k, err := decodeRecord[apiKeyRecord](r); err == nil {
-					e.apiKeys.evict(k.Hash)
+					e.evictAPIKeyEverywhere(k.Hash)
 				}
 			}
 			if kind == kindUserCreds {
-				e.users.evict(r.ID)
+				e.evictUserEverywhere(r.ID)
 			}
 		}
 	}

@@ -57,11 +57,21 @@ func (e *Engine) DeviceByToken(ctx context.Context, token string) (*Device, erro
 	return d, nil
 }
 
-// evictToken forgets a token. Call it after the change is in storage.
+// evictToken forgets a token here and makes every other node drop its token
+// cache (the token itself is never published). Call it after the change is in storage.
 func (e *Engine) evictToken(token string) {
 	e.tokenMu.Lock()
 	e.tokenGen.Add(1)
 	e.tokens.Delete(token)
+	e.tokenMu.Unlock()
+	e.publishEviction(evictTokens, "")
+}
+
+// clearTokens forgets every cached token on this node.
+func (e *Engine) clearTokens() {
+	e.tokenMu.Lock()
+	e.tokenGen.Add(1)
+	e.tokens.Clear()
 	e.tokenMu.Unlock()
 }
 

@@ -46,7 +46,7 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 		if err := e.putUser(ctx, &u); err != nil {
 			return nil, err
 		}
-		e.users.evict(u.ID.ID)
+		e.evictUserEverywhere(u.ID.ID)
 		return &u, nil
 	}
 	u := *in
@@ -217,11 +217,11 @@ func (e *Engine) removeUser(ctx context.Context, u *User) error {
 	if err := e.deleteRecord(ctx, kindUserCreds, u.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	e.users.evict(u.ID.ID)
+	e.evictUserEverywhere(u.ID.ID)
 	if err := e.deleteRecord(ctx, kindUser, u.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	e.users.evict(u.ID.ID)
+	e.evictUserEverywhere(u.ID.ID)
 	return nil
 }
 

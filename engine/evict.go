@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// Cache eviction across nodes. Every node caches tokens, users and API keys for a
+// short TTL; a change on one node evicts there at once and is published on the
+// notifier so every other node evicts too (well within a second). The messages
+// carry no secret: a user id, an API key's SHA-256, or "all device tokens".
+const evictTopic = "engine:evict"
+
+const (
+	evictTokens = 't' // every device token (tokens are secrets: never published)
+	evictUser   = 'u' // one user id
+	evictAPIKey = 'k' // one API key hash
+)
+
+// subscribeEvictions makes remote changes evict here. A reset of the subscription
+// (messages may have been lost) drops every cache.
+func (e *Engine) subscribeEvictions() {
+	if e.cfg.Notifier == nil {
+		return
+	}
+	e.cfg.Notifier.Subscribe(evictTopic, e.onEvict)
+}
+
+func (e *Engine) onEvict(msg []byte) {
+	if len(msg) == 0 {
+		return
+	}
+	key := string(msg[1:])
+	switch msg[0] {
+	case evictTokens:
+		e.clearTokens()
+	case evictUser:
+		if id, err := uuid.Parse(key); err == nil {
+			e.users.evict(id)
+		}
+	case evictAPIKey:
+		e.apiKeys.evict(key)
+	}
+}
+
+// DropCaches forgets every cached token, user and API key; the node calls it when
+// its notification subscription was interrupted.
+func (e *Engine) DropCaches() {
+	e.clearTokens()
+	e.users.clear()
+	e.apiKeys.clear()
+}
+
+func (e *Engine) publishEviction(kind byte, key string) {
+	if e.cfg.Notifier == nil {
+		return
+	}
+	// Best effort: if the bus is down the other nodes' TTL still bounds staleness.
+	if err := e.cfg.Notifier.Publish(context.Background(), evictTopic, append([]byte{kind}, key...)); err != nil {
+		e.cfg.Logger.Warn("cannot publish a cache eviction; other nodes rely on their cache TTL", "err", err)
+	}
+}
+
+// evictUserEverywhere forgets a user's cached state on every node.
+func (e *Engine) evictUserEverywhere(id uuid.UUID) {
+	e.users.evict(id)
+	e.publishEviction(evictUser, id.String())
+}
+
+// evictAPIKeyEverywhere forgets a cached API key on every node.
+func (e *Engine) evictAPIKeyEverywhere(hash string) {
+	e.apiKeys.evict(hash)
+	e.publishEviction(evictAPIKey, hash)
+}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-iot/sluice/notify"
+	"github.com/sluice-iot/sluice/storage/embedded"
+)
+
+// TestEvictionReachesOtherNodes runs two engines ("nodes") over one store and one
+// notifier, with cache TTLs far longer than the test: a change on node B must make
+// node A refuse the old device token and the old JWT at once.
+func TestEvictionReachesOtherNodes(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	bus := notify.NewLocal()
+	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
+		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: bus}
+	a, b := New(db, cfg), New(db, cfg)
+	demo, err := a.Bootstrap(ctx, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Node A caches the device token and the tenant admin's state.
+	if _, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); err != nil {
+		t.Fatal(err)
+	}
+	access, _, err := a.Login(ctx, DemoTenantAdminEmail, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Authenticate(ctx, "Bearer "+access)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Node B changes the device's token and the admin's password.
+	creds, err := b.GetDeviceCredentials(ctx, p, demo.DemoDeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds.CredentialsID = "NEW_TOKEN_AFTER_ROTATION"
+	if _, err := b.SaveDeviceCredentials(ctx, p, creds); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.ChangePassword(ctx, p, "tenant", "tenant-2"); err != nil {
+		t.Fatal(err)
+	}
+
+	var ee *Error
+	if _, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); !errors.As(err, &ee) || ee.Code != CodeAuthentication {
+		t.Fatalf("node A still accepts the rotated token: %v", err)
+	}
+	if _, err := a.DeviceByToken(ctx, "NEW_TOKEN_AFTER_ROTATION"); err != nil {
+		t.Fatalf("node A refuses the new token: %v", err)
+	}
+	if _, err := a.Authenticate(ctx, "Bearer "+access); !errors.As(err, &ee) || ee.Code != CodeJWTExpired {
+		t.Fatalf("node A still accepts a JWT issued before the password change: %v", err)
+	}
+}
