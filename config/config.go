@@ -18,14 +18,46 @@ import (
 // Config is the whole node configuration. Field names are unique across the
 // struct so that an environment parse error can be traced back to its variable.
 type Config struct {
-	HTTP   HTTP   `yaml:"http"`
-	SSL    SSL    `yaml:"ssl"`
-	Data   Data   `yaml:"data"`
-	Auth   Auth   `yaml:"auth"`
-	Ingest Ingest `yaml:"ingest"`
-	Limits Limits `yaml:"limits"`
-	Log    Log    `yaml:"log"`
+	HTTP       HTTP       `yaml:"http"`
+	SSL        SSL        `yaml:"ssl"`
+	Data       Data       `yaml:"data"`
+	Auth       Auth       `yaml:"auth"`
+	Ingest     Ingest     `yaml:"ingest"`
+	Limits     Limits     `yaml:"limits"`
+	Log        Log        `yaml:"log"`
+	ClickHouse ClickHouse `yaml:"clickhouse"`
+	Redis      Redis      `yaml:"redis"`
+	Spool      Spool      `yaml:"spool"`
 }
+
+// ClickHouse is the production telemetry store. With Addr empty (and Redis.Addr
+// empty) the node runs on the embedded default.
+type ClickHouse struct {
+	CHAddr     string `yaml:"addr" env:"CLICKHOUSE_ADDR"`
+	CHUser     string `yaml:"user" env:"CLICKHOUSE_USER"`
+	CHPassword string `yaml:"password" env:"CLICKHOUSE_PASSWORD"`
+	CHDatabase string `yaml:"database" env:"CLICKHOUSE_DATABASE"`
+	// CHCluster, when set, makes the migrations create sharded local tables plus
+	// Distributed tables ON CLUSTER with this name.
+	CHCluster string `yaml:"cluster" env:"CLICKHOUSE_CLUSTER"`
+}
+
+// Redis is the production state store and notification bus.
+type Redis struct {
+	RedisAddr     string `yaml:"addr" env:"REDIS_ADDR"`
+	RedisPassword string `yaml:"password" env:"REDIS_PASSWORD"`
+	RedisCluster  bool   `yaml:"cluster" env:"REDIS_CLUSTER"`
+}
+
+// Spool is the local write-ahead spool in front of ClickHouse.
+type Spool struct {
+	SpoolMaxBytes      int64 `yaml:"max_bytes" env:"SLUICE_SPOOL_MAX_BYTES"`
+	SpoolBatchRows     int   `yaml:"batch_rows" env:"SLUICE_SPOOL_BATCH_ROWS"`
+	SpoolFlushInterval int   `yaml:"flush_interval_ms" env:"SLUICE_SPOOL_FLUSH_INTERVAL_MS"`
+}
+
+// Production reports whether the node runs on ClickHouse + Redis.
+func (c Config) Production() bool { return c.ClickHouse.CHAddr != "" }
 
 // HTTP is the listener.
 type HTTP struct {
@@ -105,7 +137,9 @@ func Default() Config {
 			MaxBodySize: 50 << 20, MaxJSONDepth: 32, MaxObjectKeys: 1000,
 			MaxEntries: 100000, MaxKeyLen: 255, MaxValueLen: 1 << 20,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		Log:        Log{Level: "info", Format: "text"},
+		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice"},
+		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 10000, SpoolFlushInterval: 1000},
 	}
 }
 
@@ -219,6 +253,22 @@ func (c Config) Validate() error {
 	}
 	if c.Ingest.Shards < 0 {
 		bad("SLUICE_INGEST_SHARDS", "must not be negative (0 means one per CPU), got %d", c.Ingest.Shards)
+	}
+	if (c.ClickHouse.CHAddr == "") != (c.Redis.RedisAddr == "") {
+		bad("CLICKHOUSE_ADDR, REDIS_ADDR", "set both for the production back ends, or neither for the embedded default (got CLICKHOUSE_ADDR=%q, REDIS_ADDR=%q)",
+			c.ClickHouse.CHAddr, c.Redis.RedisAddr)
+	}
+	if c.ClickHouse.CHDatabase == "" {
+		bad("CLICKHOUSE_DATABASE", "must not be empty")
+	}
+	if c.Spool.SpoolMaxBytes <= 0 {
+		bad("SLUICE_SPOOL_MAX_BYTES", "must be positive, got %d", c.Spool.SpoolMaxBytes)
+	}
+	if c.Spool.SpoolBatchRows <= 0 {
+		bad("SLUICE_SPOOL_BATCH_ROWS", "must be positive, got %d", c.Spool.SpoolBatchRows)
+	}
+	if c.Spool.SpoolFlushInterval <= 0 {
+		bad("SLUICE_SPOOL_FLUSH_INTERVAL_MS", "must be positive, got %d", c.Spool.SpoolFlushInterval)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

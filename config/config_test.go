@@ -63,3 +63,19 @@ func TestUnknownFileKeyRejected(t *testing.T) {
 		t.Fatalf("want error naming bind_prot, got %v", err)
 	}
 }
+
+func TestBackendSelection(t *testing.T) {
+	c, err := Load("", []string{"CLICKHOUSE_ADDR=127.0.0.1:9000", "REDIS_ADDR=127.0.0.1:6379", "REDIS_CLUSTER=true"})
+	if err != nil || !c.Production() || !c.Redis.RedisCluster || c.ClickHouse.CHDatabase != "sluice" {
+		t.Fatalf("production config: %+v, %v", c, err)
+	}
+	if c, err := Load("", nil); err != nil || c.Production() {
+		t.Fatalf("default must be embedded: %v", err)
+	}
+	for _, env := range []string{"CLICKHOUSE_ADDR=127.0.0.1:9000", "REDIS_ADDR=127.0.0.1:6379"} {
+		_, err := Load("", []string{env})
+		if err == nil || !strings.Contains(err.Error(), "CLICKHOUSE_ADDR") || !strings.Contains(err.Error(), "REDIS_ADDR") {
+			t.Fatalf("%s alone: want an error naming both, got %v", env, err)
+		}
+	}
+}
