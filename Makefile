@@ -3,7 +3,7 @@
 GO      ?= go
 FUZZTIME ?= 10s
 
-.PHONY: build run test test-short fuzz bench vet fmt clean
+.PHONY: build run test test-short fuzz bench vet fmt clean services
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -28,6 +28,11 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Installs (Debian, as root) and starts ClickHouse and Redis on loopback for the
+# integration tests; then: eval "$$(scripts/services.sh)" && make test
+services:
+	@scripts/services.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./storage/... ./ingest/ ./bench/...
