@@ -1,0 +1,124 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+	"github.com/sluice-iot/sluice/storage/embedded"
+	"github.com/sluice-iot/sluice/storage/split"
+	"github.com/sluice-iot/sluice/storage/storagetest"
+)
+
+// addr returns CLICKHOUSE_ADDR, skipping the test when it is unset unless
+// SLUICE_REQUIRE_SERVICES=1 says the servers must be there (CI).
+func addr(tb testing.TB) string {
+	tb.Helper()
+	a := os.Getenv("CLICKHOUSE_ADDR")
+	if a == "" {
+		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
+			tb.Fatal("CLICKHOUSE_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
+		}
+		tb.Skip("CLICKHOUSE_ADDR is unset; eval \"$(scripts/services.sh)\" to run against ClickHouse")
+	}
+	return a
+}
+
+// OpenTest opens a Store on a fresh database, dropped when the test ends.
+func OpenTest(tb testing.TB) *Store {
+	tb.Helper()
+	a := addr(tb)
+	var b [6]byte
+	rand.Read(b[:])
+	db := "sluice_test_" + hex.EncodeToString(b[:])
+	s, err := Open(context.Background(), Options{Addrs: []string{a}, Database: db})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		defer s.Close()
+		if s.closed.Load() {
+			// The test closed it; drop through a new one.
+			if s, err = Open(context.Background(), Options{Addrs: []string{a}, Database: db}); err != nil {
+				tb.Errorf("drop test database: %v", err)
+				return
+			}
+		}
+		if err := s.Drop(context.Background()); err != nil {
+			tb.Errorf("drop test database: %v", err)
+		}
+	})
+	return s
+}
+
+// TestConformance runs the suite with ClickHouse telemetry; entities and
+// attributes come from the embedded back end.
+func TestConformance(t *testing.T) {
+	addr(t)
+	storagetest.Run(t, func(t *testing.T) storage.Backend {
+		state, err := embedded.Open(t.TempDir(), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := split.New(OpenTest(t), state)
+		t.Cleanup(func() { state.Close() })
+		return b
+	})
+}
+
+func TestMigrationsAreIdempotent(t *testing.T) {
+	s := OpenTest(t)
+	// A second Open of the same database applies nothing and fails on nothing.
+	again, err := Open(t.Context(), Options{Addrs: []string{addr(t)}, Database: s.db[1 : len(s.db)-1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	var n uint64
+	if err := again.conn.QueryRow(t.Context(), "SELECT count() FROM "+again.table("schema_migrations")).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != uint64(len(migrations)) {
+		t.Fatalf("schema_migrations has %d rows, want %d", n, len(migrations))
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := OpenTest(t)
+	s.Close()
+	err := s.Write(t.Context(), []storage.Row{{EntityID: uuid.New(), Entry: kv.Entry{Ts: 1, Key: "k", Value: kv.LongValue(1)}}})
+	if err == nil || !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Write after Close: got %v, want ErrUnavailable", err)
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	s := OpenTest(b)
+	const batch = 10_000
+	rows := make([]storage.Row, batch)
+	tenant := uuid.New()
+	devices := make([]uuid.UUID, 100)
+	for i := range devices {
+		devices[i] = uuid.New()
+	}
+	ts := int64(1_700_000_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range rows {
+			ts++
+			rows[i] = storage.Row{TenantID: tenant, EntityID: devices[i%len(devices)],
+				Entry: kv.Entry{Ts: ts, Key: "temperature", Value: kv.DoubleValue(float64(i) / 10)}}
+		}
+		if err := s.Write(b.Context(), rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
+}

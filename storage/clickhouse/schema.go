@@ -1,0 +1,120 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// The tables, created by the migrations below:
+//
+// telemetry holds history, one row per written point, with the value in the
+// column of its type (type is kv.Type; string and JSON text in separate String
+// columns; JSON is never a ClickHouse JSON type). It is a ReplacingMergeTree
+// ordered by (entity_id, key, ts) with the write version ver: a point written
+// twice is two rows until a merge keeps the higher ver, so every read uses FINAL,
+// which applies the same rule at read time to the key ranges the query selects.
+// (ClickHouse 18.16 de-duplicates inserts only for Replicated tables, and
+// argMax/GROUP BY would need every value column wrapped and cannot feed LIMIT.)
+// The order starts with the entity, not the tenant: every read names an entity
+// and none names a tenant, and the primary index serves only a prefix. Partitions
+// are months of ts so retention can DROP PARTITION.
+//
+// telemetry_latest holds candidates for the latest value: each Write inserts the
+// newest row it has per (entity, key). It is a ReplacingMergeTree ordered by
+// (entity_id, key) whose version lver is ts mapped order-preserving onto UInt64,
+// so merges and FINAL keep the newest ts; on equal lver ReplacingMergeTree keeps
+// the row inserted last, which is the contract's "later write wins". It is not
+// partitioned: rows of one key must meet in one partition to replace each other.
+//
+// telemetry_deletes holds tombstones. 18.16 has ALTER TABLE … DELETE, but a
+// mutation is asynchronous (no mutations_sync before 19.x: polling
+// system.mutations took 0.2–4.4 s here) and rewrites whole parts, so deletes
+// write a tombstone instead and reads leave out rows older than it (ver below the
+// tombstone's ver) in its range. A tombstone with all_keys covers every key and
+// ts (device deletion). A tombstone with latest > 0 also retires the latest value:
+// for such a key telemetry_latest cannot be trusted (a merge may already have
+// dropped a newer write with a smaller ts in favour of the deleted row), so its
+// latest value comes from telemetry instead: the newest point written after the
+// tombstone (latest = 1, DeleteLatest) or the newest remaining point (latest = 2,
+// RewriteLatest). Tombstones stay until an operator compacts them (a mutation
+// that deletes the covered rows, then drops the tombstones); only keys with one
+// pay for the slower latest read.
+var migrations = []struct {
+	version int
+	name    string
+	sql     string
+}{
+	{1, "telemetry history", `CREATE TABLE IF NOT EXISTS {db}.telemetry (
+		tenant_id UUID,
+		entity_id UUID,
+		key String,
+		ts Int64,
+		ver UInt64,
+		type UInt8,
+		bool_v UInt8,
+		long_v Int64,
+		dbl_v Float64,
+		str_v String,
+		json_v String
+	) ENGINE = ReplacingMergeTree(ver)
+	PARTITION BY toYYYYMM(toDateTime(intDiv(ts, 1000)))
+	ORDER BY (entity_id, key, ts)`},
+	{2, "latest values", `CREATE TABLE IF NOT EXISTS {db}.telemetry_latest (
+		tenant_id UUID,
+		entity_id UUID,
+		key String,
+		ts Int64,
+		lver UInt64,
+		ver UInt64,
+		type UInt8,
+		bool_v UInt8,
+		long_v Int64,
+		dbl_v Float64,
+		str_v String,
+		json_v String
+	) ENGINE = ReplacingMergeTree(lver)
+	ORDER BY (entity_id, key)`},
+	{3, "delete tombstones", `CREATE TABLE IF NOT EXISTS {db}.telemetry_deletes (
+		entity_id UUID,
+		key String,
+		all_keys UInt8,
+		start_ts Int64,
+		end_ts Int64,
+		ver UInt64,
+		latest UInt8
+	) ENGINE = MergeTree
+	ORDER BY (entity_id, key)`},
+}
+
+// migrate applies the migrations newer than the highest version recorded in
+// schema_migrations, in order, recording each. Every statement is idempotent, so
+// two nodes starting at once at worst apply one twice.
+func (s *Store) migrate(ctx context.Context) error {
+	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db); err != nil {
+		return fail("create database "+s.db, err)
+	}
+	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table("schema_migrations")+` (
+		version UInt32,
+		name String,
+		applied_at DateTime DEFAULT now()
+	) ENGINE = MergeTree ORDER BY version`); err != nil {
+		return fail("create schema_migrations", err)
+	}
+	var applied uint32
+	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM "+s.table("schema_migrations")).Scan(&applied); err != nil {
+		return fail("read schema version", err)
+	}
+	for _, m := range migrations {
+		if uint32(m.version) <= applied {
+			continue
+		}
+		if err := s.conn.Exec(ctx, strings.ReplaceAll(m.sql, "{db}", s.db)); err != nil {
+			return fail(fmt.Sprintf("apply migration %d (%s)", m.version, m.name), err)
+		}
+		if err := s.insertRow(ctx, "schema_migrations", " (version, name)", uint32(m.version), m.name); err != nil {
+			return fail(fmt.Sprintf("record migration %d", m.version), err)
+		}
+	}
+	return nil
+}

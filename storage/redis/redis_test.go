@@ -1,0 +1,110 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+	"github.com/sluice-iot/sluice/storage/embedded"
+	"github.com/sluice-iot/sluice/storage/split"
+	"github.com/sluice-iot/sluice/storage/storagetest"
+)
+
+// addr returns REDIS_ADDR, skipping the test when it is unset unless
+// SLUICE_REQUIRE_SERVICES=1 says the servers must be there (CI).
+func addr(tb testing.TB) string {
+	tb.Helper()
+	a := os.Getenv("REDIS_ADDR")
+	if a == "" {
+		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
+			tb.Fatal("REDIS_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
+		}
+		tb.Skip("REDIS_ADDR is unset; eval \"$(scripts/services.sh)\" to run against Redis")
+	}
+	return a
+}
+
+// openTest opens a Store on a fresh key prefix whose keys are deleted when the
+// test ends.
+func openTest(tb testing.TB) *Store {
+	tb.Helper()
+	a := addr(tb)
+	var b [6]byte
+	rand.Read(b[:])
+	s, err := Open(context.Background(), Options{Addrs: []string{a}, Prefix: "sluicetest:" + hex.EncodeToString(b[:]) + ":"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		defer s.Close()
+		if s.closed.Load() {
+			// The test closed it; clean up through a new one.
+			if s, err = Open(ctx, Options{Addrs: []string{a}, Prefix: s.prefix}); err != nil {
+				tb.Errorf("delete test keys: %v", err)
+				return
+			}
+		}
+		if err := s.Drop(ctx); err != nil {
+			tb.Errorf("delete test keys: %v", err)
+		}
+	})
+	return s
+}
+
+// TestConformance runs the suite with Redis entities and attributes; telemetry
+// comes from the embedded back end (storage/split runs ClickHouse with Redis).
+func TestConformance(t *testing.T) {
+	addr(t)
+	storagetest.Run(t, func(t *testing.T) storage.Backend {
+		tel, err := embedded.Open(t.TempDir(), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tel.Close() })
+		return split.New(tel, openTest(t))
+	})
+}
+
+func TestBadPrefix(t *testing.T) {
+	if _, err := Open(t.Context(), Options{Prefix: "a{b}"}); err == nil {
+		t.Fatal("Open accepted a prefix with braces")
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := openTest(t)
+	s.Close()
+	err := s.SaveAttributes(t.Context(), uuid.New(), storage.ServerScope, []kv.Entry{{Ts: 1, Key: "k", Value: kv.LongValue(1)}})
+	if !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("SaveAttributes after Close: got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestValueRoundTrip(t *testing.T) {
+	f := func(e kv.Entry) {
+		t.Helper()
+		got, err := decodeValue(e.Key, string(encodeValue(e)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != e {
+			t.Fatalf("got %+v, want %+v", got, e)
+		}
+	}
+	f(kv.Entry{Ts: -1, Key: "b", Value: kv.BoolValue(true)})
+	f(kv.Entry{Ts: 1 << 62, Key: "l", Value: kv.LongValue(-42)})
+	f(kv.Entry{Ts: 0, Key: "d", Value: kv.DoubleValue(-0.5)})
+	f(kv.Entry{Ts: 5, Key: "s", Value: kv.StringValue("")})
+	f(kv.Entry{Ts: 5, Key: "j", Value: kv.JSONValue(`{"a":1}`)})
+	if _, err := decodeValue("x", "short"); err == nil {
+		t.Fatal("decoded a truncated value")
+	}
+}
