@@ -63,6 +63,7 @@ type Spool struct {
 	quit        chan struct{}
 	done        chan struct{}
 	closeOnce   sync.Once
+	deliverMu   sync.Mutex   // one delivery at a time: the drainer, Flush or Close
 	delivered   atomic.Int64 // rows delivered since start, for tests and metrics
 	deliveryErr atomic.Int64 // failed delivery attempts since start
 }
@@ -203,6 +204,8 @@ func (s *Spool) drain() {
 // and deletes those records. Deletes are not synced: after a crash the worst case is
 // a repeated delivery, which the sink tolerates.
 func (s *Spool) deliverOnce() error {
+	s.deliverMu.Lock()
+	defer s.deliverMu.Unlock()
 	it, err := s.db.NewIter(nil)
 	if err != nil {
 		return err
@@ -239,6 +242,19 @@ func (s *Spool) deliverOnce() error {
 	s.bytes.Add(-bytes)
 	s.rows.Add(-int64(len(rows)))
 	s.delivered.Add(int64(len(rows)))
+	return nil
+}
+
+// Flush delivers everything spooled so far, or returns the sink's error.
+func (s *Spool) Flush(ctx context.Context) error {
+	for s.rows.Load() > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.deliverOnce(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

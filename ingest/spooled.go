@@ -1,0 +1,118 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// LatestStore keeps the latest value of each (entity, key) apart from history
+// (Redis in production), so it is visible as soon as a write is acknowledged.
+type LatestStore interface {
+	// UpdateLatest makes each row the latest value unless a newer ts is stored;
+	// on equal ts the later write wins.
+	UpdateLatest(ctx context.Context, rows []storage.Row) error
+	LatestValues(ctx context.Context, entityID uuid.UUID, keys []string) ([]kv.Entry, error)
+	LatestKeys(ctx context.Context, entityID uuid.UUID) ([]string, error)
+	// DeleteLatest removes keys; nil removes every key of the entity.
+	DeleteLatest(ctx context.Context, entityID uuid.UUID, keys []string) error
+}
+
+// HistoryStore is the slow, large history store behind the spool (ClickHouse).
+type HistoryStore interface {
+	storage.Telemetry
+	Close() error
+}
+
+// Spooled is the production storage.Telemetry: a write is acknowledged once it is
+// in the local spool (durable) and in the latest store (visible at once); the spool
+// delivers history to the history store within about a flush interval. History
+// reads go to the history store, latest reads to the latest store.
+type Spooled struct {
+	Spool       *Spool
+	History     HistoryStore
+	LatestStore LatestStore
+}
+
+// Write spools rows, then updates the latest values. If the latest update fails
+// the client sees an error and retries; the spooled rows are then delivered twice,
+// which the history store absorbs (same entity, key and ts replace each other).
+func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
+	if err := t.Spool.Write(ctx, rows); err != nil {
+		return err
+	}
+	return t.LatestStore.UpdateLatest(ctx, rows)
+}
+
+// Latest reads the latest store.
+func (t *Spooled) Latest(ctx context.Context, entityID uuid.UUID, keys []string) ([]kv.Entry, error) {
+	return t.LatestStore.LatestValues(ctx, entityID, keys)
+}
+
+// SeriesKeys reads the latest store.
+func (t *Spooled) SeriesKeys(ctx context.Context, entityID uuid.UUID) ([]string, error) {
+	return t.LatestStore.LatestKeys(ctx, entityID)
+}
+
+// Read reads history. Rows acknowledged less than a flush interval ago may not be
+// there yet.
+func (t *Spooled) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) {
+	return t.History.Read(ctx, q)
+}
+
+// DeleteSeries deletes history, then the latest values whose ts lies in the range,
+// rewriting them from the remaining history when asked.
+func (t *Spooled) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
+	if err := t.History.DeleteSeries(ctx, q); err != nil {
+		return err
+	}
+	if !q.DeleteLatest {
+		return nil
+	}
+	latest, err := t.LatestStore.LatestValues(ctx, q.EntityID, q.Keys)
+	if err != nil {
+		return err
+	}
+	for _, e := range latest {
+		if e.Ts < q.StartTs || e.Ts >= q.EndTs {
+			continue
+		}
+		if err := t.LatestStore.DeleteLatest(ctx, q.EntityID, []string{e.Key}); err != nil {
+			return err
+		}
+		if !q.RewriteLatest {
+			continue
+		}
+		rest, err := t.History.Read(ctx, storage.ReadQuery{EntityID: q.EntityID, Key: e.Key,
+			StartTs: math.MinInt64, EndTs: math.MaxInt64, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(rest) == 1 {
+			row := storage.Row{EntityID: q.EntityID, Entry: rest[0]}
+			if err := t.LatestStore.UpdateLatest(ctx, []storage.Row{row}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteEntitySeries removes the entity's history and latest values.
+func (t *Spooled) DeleteEntitySeries(ctx context.Context, entityID uuid.UUID) error {
+	return errors.Join(t.History.DeleteEntitySeries(ctx, entityID), t.LatestStore.DeleteLatest(ctx, entityID, nil))
+}
+
+// Close delivers what it can within ten seconds (the rest stays spooled for the
+// next start), closes the spool, then the history store.
+func (t *Spooled) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(t.Spool.Close(ctx), t.History.Close())
+}

@@ -1,0 +1,63 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+func TestLatest(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	a, b := uuid.New(), uuid.New()
+	row := func(e uuid.UUID, ts int64, key string, v kv.Value) storage.Row {
+		return storage.Row{EntityID: e, Entry: kv.Entry{Ts: ts, Key: key, Value: v}}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	show := func(e uuid.UUID, keys []string) string {
+		t.Helper()
+		got, err := s.LatestValues(ctx, e, keys)
+		must(err)
+		return fmt.Sprint(got)
+	}
+	must(s.UpdateLatest(ctx, []storage.Row{
+		row(a, 2000, "t", kv.LongValue(2)),
+		row(a, 1000, "t", kv.LongValue(1)), // older in the same batch
+		row(a, 5, "s", kv.StringValue("x")),
+		row(b, 7, "t", kv.JSONValue(`{"z":1}`)),
+	}))
+	must(s.UpdateLatest(ctx, []storage.Row{row(a, 1500, "t", kv.LongValue(15))})) // older than stored
+	if got, want := show(a, nil), fmt.Sprint([]kv.Entry{{Ts: 5, Key: "s", Value: kv.StringValue("x")}, {Ts: 2000, Key: "t", Value: kv.LongValue(2)}}); got != want {
+		t.Fatalf("latest of a: %s, want %s", got, want)
+	}
+	must(s.UpdateLatest(ctx, []storage.Row{row(a, 2000, "t", kv.DoubleValue(2.5))})) // equal ts: later wins
+	if got, want := show(a, []string{"t", "missing"}), fmt.Sprint([]kv.Entry{{Ts: 2000, Key: "t", Value: kv.DoubleValue(2.5)}}); got != want {
+		t.Fatalf("equal ts: %s, want %s", got, want)
+	}
+	if got := show(b, []string{"t"}); got != fmt.Sprint([]kv.Entry{{Ts: 7, Key: "t", Value: kv.JSONValue(`{"z":1}`)}}) {
+		t.Fatalf("latest of b: %s", got)
+	}
+	keys, err := s.LatestKeys(ctx, a)
+	must(err)
+	if fmt.Sprint(keys) != "[s t]" {
+		t.Fatalf("keys %v", keys)
+	}
+	must(s.DeleteLatest(ctx, a, []string{"s"}))
+	if got := show(a, []string{"s"}); got != "[]" {
+		t.Fatalf("after delete: %s", got)
+	}
+	must(s.DeleteLatest(ctx, a, nil))
+	if keys, _ := s.LatestKeys(ctx, a); len(keys) != 0 {
+		t.Fatalf("after delete all: %v", keys)
+	}
+}
