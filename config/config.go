@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strings"
 
 	"github.com/caarlos0/env/v11"
 	"gopkg.in/yaml.v3"
@@ -37,9 +38,6 @@ type ClickHouse struct {
 	CHUser     string `yaml:"user" env:"CLICKHOUSE_USER"`
 	CHPassword string `yaml:"password" env:"CLICKHOUSE_PASSWORD"`
 	CHDatabase string `yaml:"database" env:"CLICKHOUSE_DATABASE"`
-	// CHCluster, when set, makes the migrations create sharded local tables plus
-	// Distributed tables ON CLUSTER with this name.
-	CHCluster string `yaml:"cluster" env:"CLICKHOUSE_CLUSTER"`
 }
 
 // Redis is the production state store and notification bus.
@@ -47,6 +45,9 @@ type Redis struct {
 	RedisAddr     string `yaml:"addr" env:"REDIS_ADDR"`
 	RedisPassword string `yaml:"password" env:"REDIS_PASSWORD"`
 	RedisCluster  bool   `yaml:"cluster" env:"REDIS_CLUSTER"`
+	// RedisPrefix starts every key, so several deployments (or test runs) can
+	// share one Redis.
+	RedisPrefix string `yaml:"key_prefix" env:"REDIS_KEY_PREFIX"`
 }
 
 // Spool is the local write-ahead spool in front of ClickHouse.
@@ -139,6 +140,7 @@ func Default() Config {
 		},
 		Log:        Log{Level: "info", Format: "text"},
 		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice"},
+		Redis:      Redis{RedisPrefix: "sluice:"},
 		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 10000, SpoolFlushInterval: 1000},
 	}
 }
@@ -257,6 +259,9 @@ func (c Config) Validate() error {
 	if (c.ClickHouse.CHAddr == "") != (c.Redis.RedisAddr == "") {
 		bad("CLICKHOUSE_ADDR, REDIS_ADDR", "set both for the production back ends, or neither for the embedded default (got CLICKHOUSE_ADDR=%q, REDIS_ADDR=%q)",
 			c.ClickHouse.CHAddr, c.Redis.RedisAddr)
+	}
+	if c.Redis.RedisPrefix == "" || strings.ContainsAny(c.Redis.RedisPrefix, "{}") {
+		bad("REDIS_KEY_PREFIX", "must be non-empty and free of '{' and '}', got %q", c.Redis.RedisPrefix)
 	}
 	if c.ClickHouse.CHDatabase == "" {
 		bad("CLICKHOUSE_DATABASE", "must not be empty")

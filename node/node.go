@@ -4,14 +4,11 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -24,20 +21,20 @@ import (
 	"github.com/sluice-iot/sluice/httpapi"
 	"github.com/sluice-iot/sluice/ingest"
 	"github.com/sluice-iot/sluice/storage"
-	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
 // Node is one running Sluice node.
 type Node struct {
-	cfg    config.Config
-	log    *slog.Logger
-	store  storage.Backend
-	eng    *engine.Engine
-	ingest *ingest.Writer
-	srv    *fasthttp.Server
-	ln     net.Listener
-	ready  atomic.Bool
-	served chan error
+	cfg     config.Config
+	log     *slog.Logger
+	store   storage.Backend
+	backend *backend
+	eng     *engine.Engine
+	ingest  *ingest.Writer
+	srv     *fasthttp.Server
+	ln      net.Listener
+	ready   atomic.Bool
+	served  chan error
 
 	// Bootstrap says what the first start created (demo token, generated password).
 	Bootstrap engine.BootstrapResult
@@ -48,17 +45,15 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	if err := os.MkdirAll(cfg.Data.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cannot create data folder %s (SLUICE_DATA_DIR): %w", cfg.Data.Dir, err)
 	}
-	key, err := signingKey(cfg)
+	b, err := openBackend(context.Background(), cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	db, err := embedded.Open(filepath.Join(cfg.Data.Dir, "embedded"), embedded.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the embedded store in %s: %w", cfg.Data.Dir, err)
-	}
-	n := &Node{cfg: cfg, log: log, store: db, served: make(chan error, 1)}
-	n.eng = engine.New(db, engine.Config{
-		JWTSigningKey:   key,
+	n := &Node{cfg: cfg, log: log, backend: b, store: b.store, served: make(chan error, 1)}
+	n.eng = engine.New(b.store, engine.Config{
+		JWTSigningKey:   b.signingKey,
+		Notifier:        b.notifier,
+		Logger:          log,
 		AccessTokenTTL:  time.Duration(cfg.Auth.TokenExpiration) * time.Second,
 		RefreshTokenTTL: time.Duration(cfg.Auth.RefreshExpiration) * time.Second,
 		Issuer:          cfg.Auth.Issuer,
@@ -68,11 +63,13 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		LoginLockout:            time.Duration(cfg.Auth.LoginLockout) * time.Second,
 		ActivationTTL:           time.Duration(cfg.Auth.ActivationTTL) * time.Second,
 	})
+	drop := n.eng.DropCaches
+	b.dropCaches.Store(&drop)
 	if n.Bootstrap, err = n.eng.Bootstrap(context.Background(), cfg.Data.Demo, cfg.Auth.SysadminPassword); err != nil {
-		db.Close()
+		b.close()
 		return nil, fmt.Errorf("cannot load bootstrap data: %w", err)
 	}
-	n.ingest = ingest.NewWriter(db, ingest.Config{
+	n.ingest = ingest.NewWriter(b.store, ingest.Config{
 		Shards: cfg.Ingest.Shards, QueueSize: cfg.Ingest.QueueSize, MaxBatchRows: cfg.Ingest.MaxBatchRows,
 	})
 	api := httpapi.New(httpapi.Config{
@@ -129,26 +126,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return errors.Join(err, n.closeStore())
 }
 
-func (n *Node) closeStore() error { return n.store.Close() }
-
-// signingKey returns the configured JWT key, or the one generated on first start
-// and kept in the data folder, so tokens stay valid across restarts.
-func signingKey(cfg config.Config) ([]byte, error) {
-	if cfg.Auth.SigningKey != "" {
-		return []byte(cfg.Auth.SigningKey), nil
-	}
-	path := filepath.Join(cfg.Data.Dir, "jwt-signing.key")
-	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
-		return b, nil
-	}
-	raw := make([]byte, 64)
-	rand.Read(raw)
-	key := []byte(base64.RawStdEncoding.EncodeToString(raw))
-	if err := os.WriteFile(path, key, 0o600); err != nil {
-		return nil, fmt.Errorf("cannot keep the generated JWT signing key in %s: %w", path, err)
-	}
-	return key, nil
-}
+func (n *Node) closeStore() error { return n.backend.close() }
 
 type fasthttpLogger struct{ log *slog.Logger }
 

@@ -172,3 +172,27 @@ func (s *Store) Drop(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Client returns the store's Redis client, for the node's notifier to share.
+func (s *Store) Client() goredis.UniversalClient { return s.rdb }
+
+// Prefix returns the key prefix of the store.
+func (s *Store) Prefix() string { return s.prefix }
+
+// SharedValue returns the value stored under name, first storing gen() there if
+// there is none (SET NX), so every node of a cluster ends up with the same value:
+// the generated JWT signing key is kept this way.
+func (s *Store) SharedValue(ctx context.Context, name string, gen func() []byte) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	key := s.prefix + "{shared}:" + name
+	if err := s.rdb.SetNX(ctx, key, gen(), 0).Err(); err != nil {
+		return nil, fail("store shared value "+name, err)
+	}
+	v, err := s.rdb.Get(ctx, key).Bytes()
+	if err != nil {
+		return nil, fail("read shared value "+name, err)
+	}
+	return v, s.synced(ctx)
+}
