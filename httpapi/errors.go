@@ -46,7 +46,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 		writeError(ctx, statusOf(ee.Code), ee.Code, ee.Msg)
 	case errors.As(err, &ce):
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, ce.Msg)
-	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrClosed):
+	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrSpoolFull), errors.Is(err, ingest.ErrClosed):
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
 	case errors.Is(err, storage.ErrUnavailable):
 		s.log.Error("storage unavailable", "route", route(ctx), "err", err)
