@@ -79,3 +79,17 @@ func TestBackendSelection(t *testing.T) {
 		}
 	}
 }
+
+func TestProductionExampleLoads(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	os.WriteFile(cert, []byte("x"), 0o600)
+	os.WriteFile(key, []byte("x"), 0o600)
+	c, err := Load("../configs/production.yaml", []string{"SSL_PEM_CERT=" + cert, "SSL_PEM_KEY=" + key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Production() || c.Log.Format != "json" {
+		t.Fatalf("production example: %+v", c)
+	}
+}

@@ -39,7 +39,7 @@ func (b *batch) reset() {
 
 func (s *Server) device(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
 	token, _ := ctx.UserValue("token").(string)
-	dev, err := s.eng.DeviceByToken(ctx, token)
+	dev, err := s.eng.DeviceByToken(s.ctx, token)
 	if err != nil {
 		s.fail(ctx, err)
 		return nil, false
@@ -63,7 +63,7 @@ func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
 	for _, e := range b.entries {
 		b.rows = append(b.rows, storage.Row{TenantID: dev.TenantID(), EntityID: dev.UUID(), Entry: e})
 	}
-	if err := s.ingest.Write(ctx, b.rows); err != nil {
+	if err := s.ingest.Write(s.ctx, b.rows); err != nil {
 		s.fail(ctx, err)
 	}
 }
@@ -81,7 +81,7 @@ func (s *Server) postClientAttributes(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	if err := s.eng.SaveAttributes(ctx, dev.UUID(), storage.ClientScope, b.entries); err != nil {
+	if err := s.eng.SaveAttributes(s.ctx, dev.UUID(), storage.ClientScope, b.entries); err != nil {
 		s.fail(ctx, err)
 	}
 }
@@ -106,7 +106,7 @@ func (s *Server) getDeviceAttributes(ctx *fasthttp.RequestCtx) {
 		if !all && sc.keys == nil {
 			continue
 		}
-		attrs, err := s.eng.Attributes(ctx, dev.UUID(), sc.scope, sc.keys)
+		attrs, err := s.eng.Attributes(s.ctx, dev.UUID(), sc.scope, sc.keys)
 		if err != nil {
 			s.fail(ctx, err)
 			return

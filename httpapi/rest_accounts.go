@@ -11,7 +11,7 @@ import (
 
 func (s *Server) deleteTenant(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "tenantId"); ok {
-		s.done(ctx, s.eng.DeleteTenant(ctx, p, id))
+		s.done(ctx, s.eng.DeleteTenant(s.ctx, p, id))
 	}
 }
 
@@ -21,14 +21,14 @@ func (s *Server) tenantAdmins(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListTenantAdmins(ctx, p, id, pl)
+		v, err := s.eng.ListTenantAdmins(s.ctx, p, id, pl)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) deleteCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "customerId"); ok {
-		s.done(ctx, s.eng.DeleteCustomer(ctx, p, id))
+		s.done(ctx, s.eng.DeleteCustomer(s.ctx, p, id))
 	}
 }
 
@@ -38,7 +38,7 @@ func (s *Server) customerUsers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListCustomerUsers(ctx, p, id, pl)
+		v, err := s.eng.ListCustomerUsers(s.ctx, p, id, pl)
 		s.respond(ctx, v, err)
 	}
 }
@@ -49,7 +49,7 @@ func (s *Server) customerDevices(ctx *fasthttp.RequestCtx, p *engine.Principal) 
 		return
 	}
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListCustomerDevices(ctx, p, id, pl, string(ctx.QueryArgs().Peek("type")))
+		v, err := s.eng.ListCustomerDevices(s.ctx, p, id, pl, string(ctx.QueryArgs().Peek("type")))
 		s.respond(ctx, v, err)
 	}
 }
@@ -60,28 +60,28 @@ func (s *Server) assignDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	if deviceID, ok := s.pathID(ctx, "deviceId"); ok {
-		v, err := s.eng.AssignDevice(ctx, p, customerID, deviceID)
+		v, err := s.eng.AssignDevice(s.ctx, p, customerID, deviceID)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) unassignDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceId"); ok {
-		v, err := s.eng.UnassignDevice(ctx, p, id)
+		v, err := s.eng.UnassignDevice(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) getUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "userId"); ok {
-		v, err := s.eng.GetUser(ctx, p, id)
+		v, err := s.eng.GetUser(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) deleteUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "userId"); ok {
-		s.done(ctx, s.eng.DeleteUser(ctx, p, id))
+		s.done(ctx, s.eng.DeleteUser(s.ctx, p, id))
 	}
 }
 
@@ -92,7 +92,7 @@ func (s *Server) activationLink(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !ok {
 		return
 	}
-	token, err := s.eng.ActivationToken(ctx, p, id)
+	token, err := s.eng.ActivationToken(s.ctx, p, id)
 	if err != nil {
 		s.fail(ctx, err)
 		return

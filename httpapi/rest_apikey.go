@@ -20,7 +20,7 @@ func (s *Server) apiKeyRoutes(r *router.Router) {
 func (s *Server) saveAPIKey(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var k engine.APIKey
 	if s.readJSON(ctx, &k) {
-		v, err := s.eng.SaveAPIKey(ctx, p, &k)
+		v, err := s.eng.SaveAPIKey(s.ctx, p, &k)
 		s.respond(ctx, v, err)
 	}
 }
@@ -31,7 +31,7 @@ func (s *Server) apiKeys(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListAPIKeys(ctx, p, id, pl)
+		v, err := s.eng.ListAPIKeys(s.ctx, p, id, pl)
 		s.respond(ctx, v, err)
 	}
 }
@@ -48,7 +48,7 @@ func (s *Server) setAPIKeyDescription(ctx *fasthttp.RequestCtx, p *engine.Princi
 	if len(desc) > 1 && desc[0] == '"' && sonic.UnmarshalString(desc, &quoted) == nil {
 		desc = quoted
 	}
-	v, err := s.eng.SetAPIKeyDescription(ctx, p, id, desc)
+	v, err := s.eng.SetAPIKeyDescription(s.ctx, p, id, desc)
 	s.respond(ctx, v, err)
 }
 
@@ -67,12 +67,12 @@ func (s *Server) setAPIKeyEnabled(ctx *fasthttp.RequestCtx, p *engine.Principal)
 			"Failed to convert value of type 'java.lang.String' to required type 'boolean'; Invalid boolean value ["+raw+"]")
 		return
 	}
-	v, err := s.eng.SetAPIKeyEnabled(ctx, p, id, enabled)
+	v, err := s.eng.SetAPIKeyEnabled(s.ctx, p, id, enabled)
 	s.respond(ctx, v, err)
 }
 
 func (s *Server) deleteAPIKey(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "id"); ok {
-		s.done(ctx, s.eng.DeleteAPIKey(ctx, p, id))
+		s.done(ctx, s.eng.DeleteAPIKey(s.ctx, p, id))
 	}
 }

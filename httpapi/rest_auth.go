@@ -32,7 +32,7 @@ func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) f
 		if len(bytes.TrimSpace(header)) == 0 {
 			header = ctx.Request.Header.Peek("Authorization")
 		}
-		p, err := s.eng.Authenticate(ctx, string(header))
+		p, err := s.eng.Authenticate(s.ctx, string(header))
 		if err != nil {
 			// The reason only: never the header, which holds the credential.
 			s.log.Debug("authentication refused", "route", route(ctx), "client", ctx.RemoteIP().String(), "reason", err.Error())
@@ -57,7 +57,7 @@ func (s *Server) login(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	client := ctx.RemoteIP().String()
-	access, refresh, err := s.eng.LoginFrom(ctx, client, req.Username, req.Password)
+	access, refresh, err := s.eng.LoginFrom(s.ctx, client, req.Username, req.Password)
 	if err != nil {
 		s.log.Info("login refused", "client", client, "reason", err.Error())
 		s.fail(ctx, err)
@@ -74,7 +74,7 @@ func (s *Server) refreshToken(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, engine.ErrAuthFailed)
 		return
 	}
-	access, refresh, err := s.eng.Refresh(ctx, req.RefreshToken)
+	access, refresh, err := s.eng.Refresh(s.ctx, req.RefreshToken)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -83,7 +83,7 @@ func (s *Server) refreshToken(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) currentUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	u, err := s.eng.CurrentUser(ctx, p)
+	u, err := s.eng.CurrentUser(s.ctx, p)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -100,7 +100,7 @@ type changePasswordRequest struct {
 func (s *Server) changePassword(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var req changePasswordRequest
 	if s.readJSON(ctx, &req) {
-		access, refresh, err := s.eng.ChangePassword(ctx, p, req.CurrentPassword, req.NewPassword)
+		access, refresh, err := s.eng.ChangePassword(s.ctx, p, req.CurrentPassword, req.NewPassword)
 		s.respondPair(ctx, access, refresh, err)
 	}
 }
@@ -114,7 +114,7 @@ type activateRequest struct {
 func (s *Server) activate(ctx *fasthttp.RequestCtx) {
 	var req activateRequest
 	if s.readJSON(ctx, &req) {
-		access, refresh, err := s.eng.Activate(ctx, req.ActivateToken, req.Password)
+		access, refresh, err := s.eng.Activate(s.ctx, req.ActivateToken, req.Password)
 		s.respondPair(ctx, access, refresh, err)
 	}
 }

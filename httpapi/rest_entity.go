@@ -53,26 +53,26 @@ func (s *Server) saveDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !s.readJSON(ctx, &d) {
 		return
 	}
-	v, err := s.eng.SaveDevice(ctx, p, &d, string(ctx.QueryArgs().Peek("accessToken")))
+	v, err := s.eng.SaveDevice(s.ctx, p, &d, string(ctx.QueryArgs().Peek("accessToken")))
 	s.respond(ctx, v, err)
 }
 
 func (s *Server) getDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceId"); ok {
-		v, err := s.eng.GetDevice(ctx, p, id)
+		v, err := s.eng.GetDevice(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) deleteDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceId"); ok {
-		s.done(ctx, s.eng.DeleteDevice(ctx, p, id))
+		s.done(ctx, s.eng.DeleteDevice(s.ctx, p, id))
 	}
 }
 
 func (s *Server) getDeviceCredentials(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceId"); ok {
-		v, err := s.eng.GetDeviceCredentials(ctx, p, id)
+		v, err := s.eng.GetDeviceCredentials(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
@@ -80,7 +80,7 @@ func (s *Server) getDeviceCredentials(ctx *fasthttp.RequestCtx, p *engine.Princi
 func (s *Server) saveDeviceCredentials(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var c engine.DeviceCredentials
 	if s.readJSON(ctx, &c) {
-		v, err := s.eng.SaveDeviceCredentials(ctx, p, &c)
+		v, err := s.eng.SaveDeviceCredentials(s.ctx, p, &c)
 		s.respond(ctx, v, err)
 	}
 }
@@ -90,52 +90,52 @@ func (s *Server) saveDeviceCredentials(ctx *fasthttp.RequestCtx, p *engine.Princ
 func (s *Server) tenantDevices(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	args := ctx.QueryArgs()
 	if args.Has("deviceName") {
-		v, err := s.eng.TenantDeviceByName(ctx, p, string(args.Peek("deviceName")))
+		v, err := s.eng.TenantDeviceByName(s.ctx, p, string(args.Peek("deviceName")))
 		s.respond(ctx, v, err)
 		return
 	}
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListTenantDevices(ctx, p, pl, string(args.Peek("type")))
+		v, err := s.eng.ListTenantDevices(s.ctx, p, pl, string(args.Peek("type")))
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) tenantDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if name, ok := requiredParam(ctx, "deviceName"); ok {
-		v, err := s.eng.TenantDeviceByName(ctx, p, name)
+		v, err := s.eng.TenantDeviceByName(s.ctx, p, name)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) defaultProfileInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	v, err := s.eng.GetDefaultProfileInfo(ctx, p)
+	v, err := s.eng.GetDefaultProfileInfo(s.ctx, p)
 	s.respond(ctx, v, err)
 }
 
 func (s *Server) saveDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var dp engine.DeviceProfile
 	if s.readJSON(ctx, &dp) {
-		v, err := s.eng.SaveDeviceProfile(ctx, p, &dp)
+		v, err := s.eng.SaveDeviceProfile(s.ctx, p, &dp)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) getDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceProfileId"); ok {
-		v, err := s.eng.GetDeviceProfile(ctx, p, id)
+		v, err := s.eng.GetDeviceProfile(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) deleteDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceProfileId"); ok {
-		s.done(ctx, s.eng.DeleteDeviceProfile(ctx, p, id))
+		s.done(ctx, s.eng.DeleteDeviceProfile(s.ctx, p, id))
 	}
 }
 
 func (s *Server) deviceProfiles(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListDeviceProfiles(ctx, p, pl)
+		v, err := s.eng.ListDeviceProfiles(s.ctx, p, pl)
 		s.respond(ctx, v, err)
 	}
 }
@@ -143,21 +143,21 @@ func (s *Server) deviceProfiles(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 func (s *Server) saveTenant(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var t engine.Tenant
 	if s.readJSON(ctx, &t) {
-		v, err := s.eng.SaveTenant(ctx, p, &t)
+		v, err := s.eng.SaveTenant(s.ctx, p, &t)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) getTenant(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "tenantId"); ok {
-		v, err := s.eng.GetTenant(ctx, p, id)
+		v, err := s.eng.GetTenant(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) tenants(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListTenants(ctx, p, pl)
+		v, err := s.eng.ListTenants(s.ctx, p, pl)
 		s.respond(ctx, v, err)
 	}
 }
@@ -165,21 +165,21 @@ func (s *Server) tenants(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 func (s *Server) saveCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var c engine.Customer
 	if s.readJSON(ctx, &c) {
-		v, err := s.eng.SaveCustomer(ctx, p, &c)
+		v, err := s.eng.SaveCustomer(s.ctx, p, &c)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) getCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "customerId"); ok {
-		v, err := s.eng.GetCustomer(ctx, p, id)
+		v, err := s.eng.GetCustomer(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
 
 func (s *Server) customers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if pl, ok := pageLink(ctx); ok {
-		v, err := s.eng.ListCustomers(ctx, p, pl)
+		v, err := s.eng.ListCustomers(s.ctx, p, pl)
 		s.respond(ctx, v, err)
 	}
 }
@@ -189,7 +189,7 @@ func (s *Server) customers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 func (s *Server) saveUser(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	var u engine.User
 	if s.readJSON(ctx, &u) {
-		v, err := s.eng.SaveUser(ctx, p, &u)
+		v, err := s.eng.SaveUser(s.ctx, p, &u)
 		s.respond(ctx, v, err)
 	}
 }

@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/bytedance/sonic"
@@ -30,6 +31,10 @@ type Server struct {
 	ingest *ingest.Writer
 	log    *slog.Logger
 	ready  func() bool
+	// ctx is what handlers pass to the engine and the writer instead of the
+	// *fasthttp.RequestCtx: that one is not a safe context.Context (its Done races
+	// with Server.Shutdown), and storage clients derive contexts from what they get.
+	ctx context.Context
 }
 
 // New returns the front end over eng and the telemetry writer w. ready reports
@@ -38,7 +43,7 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 	if ready == nil {
 		ready = func() bool { return true }
 	}
-	return &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready}
+	return &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background()}
 }
 
 // Handler returns the request handler with every route.

@@ -46,7 +46,7 @@ func (s *Server) entity(ctx *fasthttp.RequestCtx, p *engine.Principal, entityTyp
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+rawID)
 		return uuid.Nil, false
 	}
-	if _, err := s.eng.AuthorizeEntity(ctx, p, entityType, id, write); err != nil {
+	if _, err := s.eng.AuthorizeEntity(s.ctx, p, entityType, id, write); err != nil {
 		s.fail(ctx, err)
 		return uuid.Nil, false
 	}
@@ -97,7 +97,7 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	strict := boolParam(ctx, "useStrictDataTypes", false)
 	history := args.Has("startTs") || args.Has("endTs") || len(ctx.Path()) > 8 && string(ctx.Path()[len(ctx.Path())-8:]) == "/history"
 	if !history {
-		latest, err := s.eng.LatestTelemetry(ctx, id, keys)
+		latest, err := s.eng.LatestTelemetry(s.ctx, id, keys)
 		if err != nil {
 			s.fail(ctx, err)
 			return
@@ -145,7 +145,7 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid orderBy: "+o)
 		return
 	}
-	series, err := s.eng.TelemetryHistory(ctx, q)
+	series, err := s.eng.TelemetryHistory(s.ctx, q)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -256,7 +256,7 @@ func (s *Server) getAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	buf := append(make([]byte, 0, 256), '[')
 	n := 0
 	for _, sc := range scopes {
-		attrs, err := s.eng.Attributes(ctx, id, sc, keys)
+		attrs, err := s.eng.Attributes(s.ctx, id, sc, keys)
 		if err != nil {
 			s.fail(ctx, err)
 			return
@@ -289,7 +289,7 @@ func (s *Server) getAttributeKeys(ctx *fasthttp.RequestCtx, p *engine.Principal)
 	if !ok {
 		return
 	}
-	keys, err := s.eng.AttributeKeys(ctx, id, scopes...)
+	keys, err := s.eng.AttributeKeys(s.ctx, id, scopes...)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -302,7 +302,7 @@ func (s *Server) getTimeseriesKeys(ctx *fasthttp.RequestCtx, p *engine.Principal
 	if !ok {
 		return
 	}
-	keys, err := s.eng.TelemetryKeys(ctx, id)
+	keys, err := s.eng.TelemetryKeys(s.ctx, id)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -359,7 +359,7 @@ func (s *Server) saveAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, e
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "No attributes data found in request body!")
 		return
 	}
-	if err := s.eng.SaveAttributes(ctx, id, scope, entries); err != nil {
+	if err := s.eng.SaveAttributes(s.ctx, id, scope, entries); err != nil {
 		s.fail(ctx, err)
 	}
 }
@@ -384,7 +384,7 @@ func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	for _, e := range b.entries {
 		b.rows = append(b.rows, storage.Row{TenantID: tenantID, EntityID: id, Entry: e})
 	}
-	if err := s.ingest.Write(ctx, b.rows); err != nil {
+	if err := s.ingest.Write(s.ctx, b.rows); err != nil {
 		s.fail(ctx, err)
 	}
 }
@@ -396,7 +396,7 @@ func (s *Server) writableEntity(ctx *fasthttp.RequestCtx, p *engine.Principal) (
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+raw)
 		return uuid.Nil, uuid.Nil, false
 	}
-	tenantID, err = s.eng.AuthorizeEntity(ctx, p, pathParam(ctx, "entityType"), id, true)
+	tenantID, err = s.eng.AuthorizeEntity(s.ctx, p, pathParam(ctx, "entityType"), id, true)
 	if err != nil {
 		s.fail(ctx, err)
 		return uuid.Nil, uuid.Nil, false
@@ -423,7 +423,7 @@ func (s *Server) removeAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal,
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid scope: "+rawScope)
 		return
 	}
-	if err := s.eng.DeleteAttributes(ctx, id, scope, keysParam(ctx.QueryArgs())); err != nil {
+	if err := s.eng.DeleteAttributes(s.ctx, id, scope, keysParam(ctx.QueryArgs())); err != nil {
 		s.fail(ctx, err)
 	}
 }
@@ -454,7 +454,7 @@ func (s *Server) deleteTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal)
 			return
 		}
 	}
-	if err := s.eng.DeleteTelemetry(ctx, q); err != nil {
+	if err := s.eng.DeleteTelemetry(s.ctx, q); err != nil {
 		s.fail(ctx, err)
 	}
 }
