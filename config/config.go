@@ -55,6 +55,7 @@ type Spool struct {
 	SpoolMaxBytes      int64 `yaml:"max_bytes" env:"SLUICE_SPOOL_MAX_BYTES"`
 	SpoolBatchRows     int   `yaml:"batch_rows" env:"SLUICE_SPOOL_BATCH_ROWS"`
 	SpoolFlushInterval int   `yaml:"flush_interval_ms" env:"SLUICE_SPOOL_FLUSH_INTERVAL_MS"`
+	SpoolShards        int   `yaml:"shards" env:"SLUICE_SPOOL_SHARDS"`
 }
 
 // Production reports whether the node runs on ClickHouse + Redis.
@@ -141,7 +142,7 @@ func Default() Config {
 		Log:        Log{Level: "info", Format: "text"},
 		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice"},
 		Redis:      Redis{RedisPrefix: "sluice:"},
-		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 10000, SpoolFlushInterval: 1000},
+		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 10000, SpoolFlushInterval: 1000, SpoolShards: 4},
 	}
 }
 
@@ -271,6 +272,9 @@ func (c Config) Validate() error {
 	}
 	if c.Spool.SpoolBatchRows <= 0 {
 		bad("SLUICE_SPOOL_BATCH_ROWS", "must be positive, got %d", c.Spool.SpoolBatchRows)
+	}
+	if c.Spool.SpoolShards <= 0 || c.Spool.SpoolShards > 256 {
+		bad("SLUICE_SPOOL_SHARDS", "must be between 1 and 256, got %d", c.Spool.SpoolShards)
 	}
 	if c.Spool.SpoolFlushInterval <= 0 {
 		bad("SLUICE_SPOOL_FLUSH_INTERVAL_MS", "must be positive, got %d", c.Spool.SpoolFlushInterval)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/internal/pebblelog"
 	"github.com/sluice-iot/sluice/kv"
@@ -39,6 +40,9 @@ type SpoolConfig struct {
 	BatchRows int
 	// FlushInterval is the longest a row waits before delivery (default 1 s).
 	FlushInterval time.Duration
+	// Shards is the number of parallel deliveries (default 4, at most 256). A
+	// device always maps to the same shard, so its writes reach the sink in order.
+	Shards int
 	// Logger receives delivery errors; nil discards.
 	Logger *slog.Logger
 }
@@ -56,16 +60,22 @@ type Spool struct {
 	sink Sink
 	log  *slog.Logger
 
-	seq         atomic.Uint64 // key of the next record
-	bytes       atomic.Int64  // undelivered bytes
-	rows        atomic.Int64  // undelivered rows
-	wake        chan struct{}
-	quit        chan struct{}
-	done        chan struct{}
-	closeOnce   sync.Once
-	deliverMu   sync.Mutex   // one delivery at a time: the drainer, Flush or Close
-	delivered   atomic.Int64 // rows delivered since start, for tests and metrics
-	deliveryErr atomic.Int64 // failed delivery attempts since start
+	seq       atomic.Uint64 // sequence number of the next record, over all shards
+	bytes     atomic.Int64  // undelivered bytes, over all shards (MaxBytes applies to it)
+	lanes     []*lane
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	delivered atomic.Int64 // rows delivered since start, for tests and metrics
+}
+
+// lane is one shard of the spool: its records are keys [shard byte | seq], and one
+// drainer delivers them in order.
+type lane struct {
+	shard     byte
+	rows      atomic.Int64 // undelivered rows of this shard
+	wake      chan struct{}
+	deliverMu sync.Mutex // one delivery at a time: the drainer, Flush or Close
 }
 
 // OpenSpool opens (or creates) the spool in cfg.Dir and starts its drainer.
@@ -79,6 +89,10 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = time.Second
 	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 4
+	}
+	cfg.Shards = min(cfg.Shards, 256)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -91,17 +105,24 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the telemetry spool in %s: %w", cfg.Dir, err)
 	}
-	s := &Spool{cfg: cfg, db: db, sink: sink, log: log,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	s := &Spool{cfg: cfg, db: db, sink: sink, log: log, quit: make(chan struct{})}
+	for i := range cfg.Shards {
+		s.lanes = append(s.lanes, &lane{shard: byte(i), wake: make(chan struct{}, 1)})
+	}
 	if err := s.recover(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	go s.drain()
+	for _, l := range s.lanes {
+		s.wg.Add(1)
+		go s.drain(l)
+	}
 	return s, nil
 }
 
-// recover finds the next sequence number and what a previous process left.
+// recover finds the next sequence number and what a previous process left. A
+// spool written with more shards than configured now is still drained: its extra
+// shards' records are delivered by the lane of shard % Shards.
 func (s *Spool) recover() error {
 	it, err := s.db.NewIter(nil)
 	if err != nil {
@@ -109,23 +130,35 @@ func (s *Spool) recover() error {
 	}
 	defer it.Close()
 	var rows []storage.Row
+	var maxSeq uint64
 	for it.First(); it.Valid(); it.Next() {
-		v := it.Value()
-		rows, err = decodeRecord(rows[:0], v)
-		if err != nil {
-			return fmt.Errorf("telemetry spool record %x: %w", it.Key(), err)
+		k, v := it.Key(), it.Value()
+		if len(k) != 9 {
+			return fmt.Errorf("telemetry spool: unexpected key %x", k)
+		}
+		if rows, err = decodeRecord(rows[:0], v); err != nil {
+			return fmt.Errorf("telemetry spool record %x: %w", k, err)
+		}
+		if int(k[0]) >= len(s.lanes) {
+			return fmt.Errorf("telemetry spool in %s was written with more than %d shards; start with the earlier shard count to drain it", s.cfg.Dir, len(s.lanes))
 		}
 		s.bytes.Add(int64(len(v)))
-		s.rows.Add(int64(len(rows)))
+		s.lanes[k[0]].rows.Add(int64(len(rows)))
+		maxSeq = max(maxSeq, binary.BigEndian.Uint64(k[1:])+1)
 	}
-	if it.Last() {
-		s.seq.Store(binary.BigEndian.Uint64(it.Key()) + 1)
-	}
+	s.seq.Store(maxSeq)
 	return it.Error()
 }
 
-// Write appends rows durably. It returns ErrSpoolFull when the undelivered data
-// has reached MaxBytes, and storage.ErrUnavailable after Close.
+// shardOf maps a device to its lane with a hash that is stable across restarts,
+// so records of one device left by a previous process drain before its new ones.
+func (s *Spool) shardOf(id uuid.UUID) int {
+	return int(binary.BigEndian.Uint64(id[8:]) % uint64(len(s.lanes)))
+}
+
+// Write appends rows durably: one record per shard that the rows' devices map to,
+// all in one synced batch. It returns ErrSpoolFull when the undelivered data has
+// reached MaxBytes, and storage.ErrUnavailable after Close.
 func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -133,41 +166,82 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	if s.bytes.Load() >= s.cfg.MaxBytes {
 		return ErrSpoolFull
 	}
-	// Encode straight into a batch sized for the record: no intermediate copy.
-	size := recordSize(rows)
-	b := s.db.NewBatchWithSize(size + 64)
-	defer b.Close()
-	op := b.SetDeferred(8, size)
-	binary.BigEndian.PutUint64(op.Key, s.seq.Add(1)-1)
-	op.Value = appendRecord(op.Value[:0], rows)
-	if len(op.Value) != size {
-		return fmt.Errorf("spool record size %d, want %d", len(op.Value), size)
+	parts := s.split(rows)
+	total := 0
+	for _, p := range parts {
+		total += recordSize(p) + 9
 	}
-	op.Finish()
+	b := s.db.NewBatchWithSize(total + 64)
+	defer b.Close()
+	var size int64
+	for shard, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		// Encode straight into the batch's buffer: no intermediate copy.
+		n := recordSize(p)
+		op := b.SetDeferred(9, n)
+		op.Key[0] = byte(shard)
+		binary.BigEndian.PutUint64(op.Key[1:], s.seq.Add(1)-1)
+		op.Value = appendRecord(op.Value[:0], p)
+		if len(op.Value) != n {
+			return fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
+		}
+		op.Finish()
+		size += int64(n)
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		if errors.Is(err, pebble.ErrClosed) {
 			return storage.ErrUnavailable
 		}
 		return fmt.Errorf("cannot write the telemetry spool: %w", err)
 	}
-	s.bytes.Add(int64(size))
-	if s.rows.Add(int64(len(rows))) >= int64(s.cfg.BatchRows) {
-		select {
-		case s.wake <- struct{}{}:
-		default:
+	s.bytes.Add(size)
+	for shard, p := range parts {
+		if len(p) > 0 && s.lanes[shard].rows.Add(int64(len(p))) >= int64(s.cfg.BatchRows) {
+			select {
+			case s.lanes[shard].wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
 }
 
-// Depth reports the undelivered rows and bytes.
-func (s *Spool) Depth() (rows, bytes int64) { return s.rows.Load(), s.bytes.Load() }
+// split groups rows by shard, keeping their order. With one shard, or when every
+// row maps to the same shard (one device per request is the common case), it
+// returns rows itself without copying.
+func (s *Spool) split(rows []storage.Row) [][]storage.Row {
+	parts := make([][]storage.Row, len(s.lanes))
+	first := s.shardOf(rows[0].EntityID)
+	same := true
+	for i := 1; i < len(rows) && same; i++ {
+		same = rows[i].EntityID == rows[0].EntityID || s.shardOf(rows[i].EntityID) == first
+	}
+	if same {
+		parts[first] = rows
+		return parts
+	}
+	for _, r := range rows {
+		k := s.shardOf(r.EntityID)
+		parts[k] = append(parts[k], r)
+	}
+	return parts
+}
 
-// drain delivers spooled records, oldest first, whenever BatchRows have gathered
-// or FlushInterval has passed; on a sink error it retries with backoff and keeps
-// the data.
-func (s *Spool) drain() {
-	defer close(s.done)
+// Depth reports the undelivered rows and bytes.
+func (s *Spool) Depth() (rows, bytes int64) {
+	for _, l := range s.lanes {
+		rows += l.rows.Load()
+	}
+	return rows, s.bytes.Load()
+}
+
+// drain delivers one lane's records, oldest first, whenever BatchRows have
+// gathered in it or FlushInterval has passed; on a sink error it retries with
+// backoff and keeps the data.
+func (s *Spool) drain(l *lane) {
+	defer s.wg.Done()
 	tick := time.NewTicker(s.cfg.FlushInterval)
 	defer tick.Stop()
 	backoff := 100 * time.Millisecond
@@ -175,21 +249,21 @@ func (s *Spool) drain() {
 		select {
 		case <-s.quit:
 			return
-		case <-s.wake:
+		case <-l.wake:
 		case <-tick.C:
 		}
-		for s.rows.Load() > 0 {
-			err := s.deliverOnce()
+		for l.rows.Load() > 0 {
+			err := s.deliverOnce(l)
 			if err == nil {
 				backoff = 100 * time.Millisecond
-				if s.rows.Load() < int64(s.cfg.BatchRows) {
+				if l.rows.Load() < int64(s.cfg.BatchRows) {
 					break // the rest waits for the next tick or wake-up
 				}
 				continue
 			}
-			s.deliveryErr.Add(1)
+			rows, bytes := s.Depth()
 			s.log.Warn("telemetry spool cannot deliver; keeping the data and retrying", "err", err, "retryIn", backoff,
-				"spooledRows", s.rows.Load(), "spooledBytes", s.bytes.Load())
+				"shard", l.shard, "spooledRows", rows, "spooledBytes", bytes)
 			select {
 			case <-s.quit:
 				return
@@ -200,13 +274,13 @@ func (s *Spool) drain() {
 	}
 }
 
-// deliverOnce sends up to about BatchRows rows from the oldest records to the sink
-// and deletes those records. Deletes are not synced: after a crash the worst case is
-// a repeated delivery, which the sink tolerates.
-func (s *Spool) deliverOnce() error {
-	s.deliverMu.Lock()
-	defer s.deliverMu.Unlock()
-	it, err := s.db.NewIter(nil)
+// deliverOnce sends up to about BatchRows rows from the lane's oldest records to
+// the sink and deletes those records. Deletes are not synced: after a crash the
+// worst case is a repeated delivery, which the sink tolerates.
+func (s *Spool) deliverOnce(l *lane) error {
+	l.deliverMu.Lock()
+	defer l.deliverMu.Unlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{l.shard}, UpperBound: upperBound(l.shard)})
 	if err != nil {
 		return err
 	}
@@ -240,36 +314,44 @@ func (s *Spool) deliverOnce() error {
 		return err
 	}
 	s.bytes.Add(-bytes)
-	s.rows.Add(-int64(len(rows)))
+	l.rows.Add(-int64(len(rows)))
 	s.delivered.Add(int64(len(rows)))
 	return nil
 }
 
+// upperBound is the first key past a shard's records.
+func upperBound(shard byte) []byte {
+	if shard == 255 {
+		return nil
+	}
+	return []byte{shard + 1}
+}
+
 // Flush delivers everything spooled so far, or returns the sink's error.
 func (s *Spool) Flush(ctx context.Context) error {
-	for s.rows.Load() > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := s.deliverOnce(); err != nil {
-			return err
+	for _, l := range s.lanes {
+		for l.rows.Load() > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := s.deliverOnce(l); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// Close stops the drainer after one last delivery attempt bounded by ctx (what is
-// not delivered stays in the spool for the next start) and closes the spool.
+// Close stops the drainers after one last delivery attempt bounded by ctx (what
+// is not delivered stays in the spool for the next start) and closes the spool.
 func (s *Spool) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.quit)
-		<-s.done
-		for s.rows.Load() > 0 && ctx.Err() == nil {
-			if e := s.deliverOnce(); e != nil {
-				s.log.Warn("telemetry spool: undelivered rows stay on disk for the next start", "rows", s.rows.Load(), "err", e)
-				break
-			}
+		s.wg.Wait()
+		if e := s.Flush(ctx); e != nil {
+			rows, _ := s.Depth()
+			s.log.Warn("telemetry spool: undelivered rows stay on disk for the next start", "rows", rows, "err", e)
 		}
 		err = s.db.Close()
 	})

@@ -81,6 +81,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*bac
 		MaxBytes:      cfg.Spool.SpoolMaxBytes,
 		BatchRows:     cfg.Spool.SpoolBatchRows,
 		FlushInterval: time.Duration(cfg.Spool.SpoolFlushInterval) * time.Millisecond,
+		Shards:        cfg.Spool.SpoolShards,
 		Logger:        log,
 	}, ch)
 	if err != nil {
