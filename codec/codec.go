@@ -1,5 +1,8 @@
 // Package codec turns device and REST request bodies into typed kv.Entry
-// values, following ThingsBoard's JsonConverter (type-cast on, its default).
+// values. Decoders are registered by Content-Type (registry.go): JSON, the
+// default, follows ThingsBoard's JsonConverter (type-cast on, its default) and is
+// described below; Protocol Buffers (proto.go, schema in proto/sluice.proto)
+// keep their wire types.
 //
 // Telemetry takes three forms: {"k":v,...} at now; {"ts":T,"values":{...}};
 // and an array mixing both. Attributes are one {"k":v,...} object.

@@ -3,12 +3,10 @@ package httpapi
 import (
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/engine"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
@@ -23,10 +21,12 @@ func (s *Server) deviceRoutes(r *router.Router) {
 }
 
 // batch is the pooled scratch of one telemetry request: parsed entries and the
-// rows handed to ingest. Both alias the request body until the write returns.
+// rows handed to ingest. Both alias the request body (or body, its
+// decompressed form) until the write returns.
 type batch struct {
 	entries []kv.Entry
 	rows    []storage.Row
+	body    []byte
 }
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
@@ -35,6 +35,10 @@ func (b *batch) reset() {
 	clear(b.entries)
 	clear(b.rows)
 	b.entries, b.rows = b.entries[:0], b.rows[:0]
+	if cap(b.body) > maxPooledBody {
+		b.body = nil
+	}
+	b.body = b.body[:0]
 }
 
 func (s *Server) device(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
@@ -54,10 +58,7 @@ func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
 	}
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
-	var err error
-	b.entries, err = codec.ParseTelemetry(b.entries, ctx.PostBody(), time.Now().UnixMilli(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
+	if !s.decodeTelemetry(ctx, b, false) {
 		return
 	}
 	for _, e := range b.entries {
@@ -75,10 +76,7 @@ func (s *Server) postClientAttributes(ctx *fasthttp.RequestCtx) {
 	}
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
-	var err error
-	b.entries, err = codec.ParseAttributes(b.entries, ctx.PostBody(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
+	if !s.decodeAttributes(ctx, b, false) {
 		return
 	}
 	if err := s.eng.SaveAttributes(s.ctx, dev.UUID(), storage.ClientScope, b.entries); err != nil {

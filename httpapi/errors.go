@@ -39,9 +39,21 @@ func statusOf(c engine.Code) int {
 // fail is the one place that turns an error into the JSON error body
 // {"status","message","errorCode","timestamp"}.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
-	var ee *engine.Error
-	var ce *codec.Error
+	var (
+		ee          *engine.Error
+		ce          *codec.Error
+		badType     *codec.UnsupportedTypeError
+		badEncoding *unsupportedEncodingError
+		badBody     *corruptBodyError
+	)
 	switch {
+	case errors.Is(err, errTooLarge):
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
+			"Payload size exceeds the limit of "+itoa(s.maxBodySize())+" bytes")
+	case errors.As(err, &badType), errors.As(err, &badEncoding):
+		writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams, err.Error())
+	case errors.As(err, &badBody):
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, err.Error())
 	case errors.As(err, &ee):
 		writeError(ctx, statusOf(ee.Code), ee.Code, ee.Msg)
 	case errors.As(err, &ce):

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/engine"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
@@ -350,16 +349,16 @@ func (s *Server) saveAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, e
 	if !ok {
 		return
 	}
-	entries, err := codec.ParseAttributesStrict(nil, ctx.PostBody(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
+	b := batchPool.Get().(*batch)
+	defer func() { b.reset(); batchPool.Put(b) }()
+	if !s.decodeAttributes(ctx, b, true) {
 		return
 	}
-	if len(entries) == 0 {
+	if len(b.entries) == 0 {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "No attributes data found in request body!")
 		return
 	}
-	if err := s.eng.SaveAttributes(s.ctx, id, scope, entries); err != nil {
+	if err := s.eng.SaveAttributes(s.ctx, id, scope, b.entries); err != nil {
 		s.fail(ctx, err)
 	}
 }
@@ -371,10 +370,7 @@ func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
-	var err error
-	b.entries, err = codec.ParseTelemetryStrict(b.entries, ctx.PostBody(), time.Now().UnixMilli(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
+	if !s.decodeTelemetry(ctx, b, true) {
 		return
 	}
 	if len(b.entries) == 0 {

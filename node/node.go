@@ -104,7 +104,8 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	n.ln = ln
 	go func() { n.served <- n.srv.Serve(ln) }()
 	n.ready.Store(true)
-	log.Info("sluice node ready", "addr", ln.Addr().String(), "https", cfg.SSL.SSLEnabled, "data", cfg.Data.Dir, "demo", cfg.Data.Demo)
+	log.Info("sluice node ready", "addr", ln.Addr().String(), "https", cfg.SSL.SSLEnabled, "data", cfg.Data.Dir,
+		"demo", cfg.Data.Demo, "backend", backendName(cfg), "json", codec.JSONEngine())
 	return n, nil
 }
 
@@ -132,4 +133,11 @@ type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Warn("http server", "msg", fmt.Sprintf(format, args...))
+}
+
+func backendName(cfg config.Config) string {
+	if cfg.Production() {
+		return "clickhouse+redis"
+	}
+	return "embedded"
 }

@@ -1,0 +1,234 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/codec"
+)
+
+// Request bodies of the telemetry and attribute writes may be compressed
+// (Content-Encoding gzip or zstd) and JSON or any other type codec has a
+// decoder for (Content-Type). A compressed body is inflated as a stream into a
+// pooled buffer that stops one byte past MaxBodySize, so a zip bomb costs at
+// most about the limit in memory, as a plain body does.
+
+// decodeTelemetry decodes the telemetry body of ctx into b.entries. On failure
+// it has answered the request (400, 413 or 415) and returns false.
+func (s *Server) decodeTelemetry(ctx *fasthttp.RequestCtx, b *batch, strict bool) bool {
+	body, dec, ok := s.requestBody(ctx, b)
+	if !ok {
+		return false
+	}
+	var err error
+	b.entries, err = dec.Telemetry(b.entries, body, time.Now().UnixMilli(), s.cfg.Limits, strict)
+	if err != nil {
+		s.fail(ctx, err)
+		return false
+	}
+	return true
+}
+
+// decodeAttributes is decodeTelemetry for an attributes body.
+func (s *Server) decodeAttributes(ctx *fasthttp.RequestCtx, b *batch, strict bool) bool {
+	body, dec, ok := s.requestBody(ctx, b)
+	if !ok {
+		return false
+	}
+	var err error
+	b.entries, err = dec.Attributes(b.entries, body, s.cfg.Limits, strict)
+	if err != nil {
+		s.fail(ctx, err)
+		return false
+	}
+	return true
+}
+
+// requestBody returns the body of ctx without its Content-Encoding, and the
+// decoder of its Content-Type. A decompressed body lives in b.body, so
+// entries that alias it are valid until b is reset.
+func (s *Server) requestBody(ctx *fasthttp.RequestCtx, b *batch) ([]byte, codec.Decoder, bool) {
+	dec, err := codec.DecoderFor(ctx.Request.Header.ContentType())
+	if err != nil {
+		s.fail(ctx, err)
+		return nil, nil, false
+	}
+	enc := ctx.Request.Header.ContentEncoding()
+	if isIdentity(enc) {
+		return ctx.PostBody(), dec, true
+	}
+	if b.body, err = decompress(b.body[:0], enc, ctx.PostBody(), s.maxBodySize()); err != nil {
+		s.fail(ctx, err)
+		return nil, nil, false
+	}
+	return b.body, dec, true
+}
+
+// defaultMaxBodySize applies when Config.MaxBodySize is not set; it is the
+// default of SLUICE_MAX_BODY_SIZE.
+const defaultMaxBodySize = 50 << 20
+
+func (s *Server) maxBodySize() int {
+	if s.cfg.MaxBodySize > 0 {
+		return s.cfg.MaxBodySize
+	}
+	return defaultMaxBodySize
+}
+
+// maxPooledBody is the largest decompression buffer kept for reuse; a larger
+// one (a rare huge batch) is left to the garbage collector.
+const maxPooledBody = 4 << 20
+
+// errTooLarge is a decompressed body past the limit.
+var errTooLarge = errors.New("decompressed body exceeds the limit")
+
+type unsupportedEncodingError struct{ enc string }
+
+func (e *unsupportedEncodingError) Error() string {
+	return "Content-Encoding '" + e.enc + "' is not supported; supported encodings: gzip, zstd, identity"
+}
+
+func isIdentity(enc []byte) bool {
+	enc = bytes.TrimSpace(enc)
+	return len(enc) == 0 || bytes.EqualFold(enc, []byte("identity"))
+}
+
+// decompress appends the body decoded from Content-Encoding enc to dst. It
+// reads at most limit+1 bytes of output: more is errTooLarge. Corrupt data is
+// an error that names the encoding, for a 400.
+func decompress(dst []byte, enc, body []byte, limit int) ([]byte, error) {
+	enc = bytes.TrimSpace(enc)
+	switch {
+	case bytes.EqualFold(enc, []byte("gzip")), bytes.EqualFold(enc, []byte("x-gzip")):
+		r := getGzip()
+		defer putGzip(r)
+		r.src.Reset(body)
+		if err := r.zr.Reset(&r.src); err != nil {
+			return dst, corrupt("gzip", err)
+		}
+		return readLimited(dst, &r.zr, limit, "gzip")
+	case bytes.EqualFold(enc, []byte("zstd")):
+		r, err := getZstd()
+		if err != nil {
+			return dst, err
+		}
+		defer putZstd(r)
+		r.src.Reset(body)
+		if err := r.reset(zstdWindow(limit)); err != nil {
+			return dst, corrupt("zstd", err)
+		}
+		return readLimited(dst, r.zr, limit, "zstd")
+	}
+	return dst, &unsupportedEncodingError{enc: string(enc)}
+}
+
+// corruptBodyError is compressed data that does not decode: a 400.
+type corruptBodyError struct{ msg string }
+
+func (e *corruptBodyError) Error() string { return e.msg }
+
+func corrupt(enc string, err error) error {
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return errTooLarge
+	}
+	return &corruptBodyError{"Invalid " + enc + " body: " + err.Error()}
+}
+
+// readLimited appends all of r to dst, growing dst by doubling but never past
+// limit+1 bytes, so what it allocates is bounded by the limit however much r
+// would produce.
+func readLimited(dst []byte, r io.Reader, limit int, enc string) ([]byte, error) {
+	start := len(dst)
+	for {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, min(max(cap(dst)-start, 16<<10), limit+1-(len(dst)-start)))
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if len(dst)-start > limit {
+			return dst[:start], errTooLarge
+		}
+		switch {
+		case err == io.EOF:
+			return dst, nil
+		case err != nil:
+			return dst[:start], corrupt(enc, err)
+		}
+	}
+}
+
+// gzipReader is a pooled gzip stream over a body.
+type gzipReader struct {
+	src bytes.Reader
+	zr  gzip.Reader
+}
+
+var gzipPool sync.Pool
+
+func getGzip() *gzipReader {
+	if r, ok := gzipPool.Get().(*gzipReader); ok {
+		return r
+	}
+	return new(gzipReader)
+}
+
+func putGzip(r *gzipReader) {
+	r.src.Reset(nil) // drop the request body
+	gzipPool.Put(r)
+}
+
+// zstdReader is a pooled zstd stream over a body.
+type zstdReader struct {
+	src    bytes.Reader
+	zr     *zstd.Decoder
+	window uint64 // the decoder's maximum window
+}
+
+var zstdPool sync.Pool
+
+// zstdWindow is the largest window a zstd frame may declare: the body limit,
+// at most 8 MiB (what the format asks every decoder to support and zstd levels
+// 1-19 use at most). The decoder allocates the declared window up front, so
+// this is what bounds a zstd bomb; a frame past it is refused as too large.
+// A frame of known size declares a window no larger than its content.
+func zstdWindow(limit int) uint64 {
+	return uint64(min(max(limit, zstd.MinWindowSize), 8<<20))
+}
+
+// reset starts decoding r.src with the given maximum window; the options are
+// only rebuilt when the window changes, which it does not with one limit.
+func (r *zstdReader) reset(window uint64) error {
+	if r.window == window {
+		return r.zr.Reset(&r.src)
+	}
+	r.window = window
+	return r.zr.ResetWithOptions(&r.src, zstd.WithDecoderMaxWindow(window))
+}
+
+func getZstd() (*zstdReader, error) {
+	if r, ok := zstdPool.Get().(*zstdReader); ok {
+		return r, nil
+	}
+	// One goroutine-free decoder per request: concurrency 1 decodes
+	// synchronously in Read, and low-memory mode grows buffers as data comes.
+	zr, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecodeBuffersBelow(0))
+	if err != nil {
+		return nil, err
+	}
+	return &zstdReader{zr: zr}, nil
+}
+
+func putZstd(r *zstdReader) {
+	r.zr.Reset(nil)
+	r.src.Reset(nil)
+	zstdPool.Put(r)
+}
