@@ -1,11 +1,12 @@
 #!/bin/sh
 # services.sh installs (when missing) and starts (when not answering) the ClickHouse
 # and Redis servers the storage/clickhouse and storage/redis tests run against, waits
-# until both answer, then prints the environment the tests read:
+# until both answer, starts the 3-master Redis Cluster of the cluster tests
+# (scripts/redis-cluster.sh), then prints the environment the tests read:
 #
 #   eval "$(scripts/services.sh)" && go test ./storage/...
 #
-# Idempotent: a second run with both servers up only prints the exports. Installing
+# Idempotent: a second run with everything up only prints the exports. Installing
 # needs root (apt-get); progress goes to stderr so stdout stays eval-able.
 set -eu
 
@@ -76,3 +77,5 @@ wait_for redis redis_up
 log "clickhouse and redis are up"
 echo "export CLICKHOUSE_ADDR=127.0.0.1:$CH_PORT"
 echo "export REDIS_ADDR=127.0.0.1:$REDIS_PORT"
+# Last, so its export line follows the two above.
+"$(dirname "$0")/redis-cluster.sh"

@@ -11,8 +11,10 @@ import (
 	"github.com/sluice-iot/sluice/storage"
 )
 
-func TestLatest(t *testing.T) {
-	s := openTest(t)
+func TestLatest(t *testing.T)        { testLatest(t, openTest(t)) }
+func TestClusterLatest(t *testing.T) { testLatest(t, openClusterTest(t)) }
+
+func testLatest(t *testing.T, s *Store) {
 	ctx := context.Background()
 	a, b := uuid.New(), uuid.New()
 	row := func(e uuid.UUID, ts int64, key string, v kv.Value) storage.Row {

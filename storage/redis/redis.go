@@ -79,6 +79,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		return nil, fmt.Errorf("redis: key prefix %q must not contain '{' or '}': they would move the hash tag", opts.Prefix)
 	}
+	if opts.DB != 0 && (opts.Cluster || len(opts.Addrs) > 1) {
+		// The cluster client would silently use database 0.
+		return nil, fmt.Errorf("redis: database %d selected, but a Redis Cluster has only database 0", opts.DB)
+	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 5 * time.Second
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -31,14 +32,48 @@ func addr(tb testing.TB) string {
 	return a
 }
 
-// openTest opens a Store on a fresh key prefix whose keys are deleted when the
-// test ends.
+// clusterAddrs returns REDIS_CLUSTER_ADDRS split at commas, skipping the test when
+// it is unset unless SLUICE_REQUIRE_SERVICES=1 (CI).
+func clusterAddrs(tb testing.TB) []string {
+	tb.Helper()
+	a := os.Getenv("REDIS_CLUSTER_ADDRS")
+	if a == "" {
+		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
+			tb.Fatal("REDIS_CLUSTER_ADDRS is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
+		}
+		tb.Skip("REDIS_CLUSTER_ADDRS is unset; eval \"$(scripts/services.sh)\" to run against a Redis Cluster")
+	}
+	return strings.Split(a, ",")
+}
+
+// openTest opens a Store on a single Redis (REDIS_ADDR) on a fresh key prefix
+// whose keys are deleted when the test ends.
 func openTest(tb testing.TB) *Store {
 	tb.Helper()
-	a := addr(tb)
+	return openWith(tb, Options{Addrs: []string{addr(tb)}})
+}
+
+// openClusterTest is openTest on the Redis Cluster of REDIS_CLUSTER_ADDRS.
+func openClusterTest(tb testing.TB) *Store {
+	tb.Helper()
+	return openWith(tb, Options{Addrs: clusterAddrs(tb), Cluster: true})
+}
+
+// testPrefix returns a fresh key prefix.
+func testPrefix() string {
 	var b [6]byte
 	rand.Read(b[:])
-	s, err := Open(context.Background(), Options{Addrs: []string{a}, Prefix: "sluicetest:" + hex.EncodeToString(b[:]) + ":"})
+	return "sluicetest:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// openWith opens a Store with opts on a fresh key prefix (unless opts has one)
+// and drops its keys when the test ends.
+func openWith(tb testing.TB, opts Options) *Store {
+	tb.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = testPrefix()
+	}
+	s, err := Open(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -47,7 +82,7 @@ func openTest(tb testing.TB) *Store {
 		defer s.Close()
 		if s.closed.Load() {
 			// The test closed it; clean up through a new one.
-			if s, err = Open(ctx, Options{Addrs: []string{a}, Prefix: s.prefix}); err != nil {
+			if s, err = Open(ctx, opts); err != nil {
 				tb.Errorf("delete test keys: %v", err)
 				return
 			}
@@ -63,19 +98,38 @@ func openTest(tb testing.TB) *Store {
 // comes from the embedded back end (storage/split runs ClickHouse with Redis).
 func TestConformance(t *testing.T) {
 	addr(t)
+	conformance(t, openTest)
+}
+
+// TestClusterConformance is TestConformance on a Redis Cluster.
+func TestClusterConformance(t *testing.T) {
+	clusterAddrs(t)
+	conformance(t, openClusterTest)
+}
+
+func conformance(t *testing.T, open func(testing.TB) *Store) {
 	storagetest.Run(t, func(t *testing.T) storage.Backend {
 		tel, err := embedded.Open(t.TempDir(), embedded.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tel.Close() })
-		return split.New(tel, openTest(t))
+		return split.New(tel, open(t))
 	})
 }
 
 func TestBadPrefix(t *testing.T) {
 	if _, err := Open(t.Context(), Options{Prefix: "a{b}"}); err == nil {
 		t.Fatal("Open accepted a prefix with braces")
+	}
+}
+
+func TestClusterDB(t *testing.T) {
+	if _, err := Open(t.Context(), Options{Cluster: true, DB: 1}); err == nil {
+		t.Fatal("Open accepted a database other than 0 for a cluster")
+	}
+	if _, err := Open(t.Context(), Options{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, DB: 1}); err == nil {
+		t.Fatal("Open accepted a database other than 0 for a cluster")
 	}
 }
 
