@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
 	"github.com/sluice-iot/sluice/ingest"
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/clickhouse"
 	"github.com/sluice-iot/sluice/storage/redis"
@@ -28,13 +28,8 @@ func (f flushed) Write(ctx context.Context, rows []storage.Row) error {
 }
 
 func TestSpooledConformance(t *testing.T) {
-	chAddr, redisAddr := os.Getenv("CLICKHOUSE_ADDR"), os.Getenv("REDIS_ADDR")
-	if chAddr == "" || redisAddr == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("CLICKHOUSE_ADDR or REDIS_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start them with scripts/services.sh")
-		}
-		t.Skip("CLICKHOUSE_ADDR or REDIS_ADDR is unset")
-	}
+	env := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	chAddr, redisAddr := env[0], env[1]
 	storagetest.Run(t, func(t *testing.T) storage.Backend {
 		ctx := context.Background()
 		var b [6]byte

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-iot/sluice/internal/testenv"
 )
 
 // exercise runs the contract every Notifier meets: a publish on one node reaches
@@ -59,13 +61,7 @@ func TestLocal(t *testing.T) {
 
 func redisClient(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("REDIS_ADDR is not set but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
-		}
-		t.Skip("REDIS_ADDR not set; eval \"$(scripts/services.sh)\" to run against Redis")
-	}
+	addr := testenv.Service(t, "REDIS_ADDR")[0]
 	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, Password: os.Getenv("REDIS_PASSWORD")})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -74,13 +70,7 @@ func redisClient(t *testing.T) redis.UniversalClient {
 // clusterClient returns a client of the Redis Cluster of REDIS_CLUSTER_ADDRS.
 func clusterClient(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	addrs := os.Getenv("REDIS_CLUSTER_ADDRS")
-	if addrs == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("REDIS_CLUSTER_ADDRS is not set but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
-		}
-		t.Skip("REDIS_CLUSTER_ADDRS not set; eval \"$(scripts/services.sh)\" to run against a Redis Cluster")
-	}
+	addrs := testenv.Service(t, "REDIS_CLUSTER_ADDRS")[0]
 	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(addrs, ","), IsClusterMode: true, Password: os.Getenv("REDIS_PASSWORD")})
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/embedded"
@@ -17,19 +17,8 @@ import (
 	"github.com/sluice-iot/sluice/storage/storagetest"
 )
 
-// addr returns CLICKHOUSE_ADDR, skipping the test when it is unset unless
-// SLUICE_REQUIRE_SERVICES=1 says the servers must be there (CI).
-func addr(tb testing.TB) string {
-	tb.Helper()
-	a := os.Getenv("CLICKHOUSE_ADDR")
-	if a == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			tb.Fatal("CLICKHOUSE_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
-		}
-		tb.Skip("CLICKHOUSE_ADDR is unset; eval \"$(scripts/services.sh)\" to run against ClickHouse")
-	}
-	return a
-}
+// addr returns CLICKHOUSE_ADDR (see internal/testenv).
+func addr(tb testing.TB) string { return testenv.Service(tb, "CLICKHOUSE_ADDR")[0] }
 
 // OpenTest opens a Store on a fresh database, dropped when the test ends.
 func OpenTest(tb testing.TB) *Store {

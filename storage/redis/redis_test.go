@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/embedded"
@@ -18,32 +18,12 @@ import (
 	"github.com/sluice-iot/sluice/storage/storagetest"
 )
 
-// addr returns REDIS_ADDR, skipping the test when it is unset unless
-// SLUICE_REQUIRE_SERVICES=1 says the servers must be there (CI).
-func addr(tb testing.TB) string {
-	tb.Helper()
-	a := os.Getenv("REDIS_ADDR")
-	if a == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			tb.Fatal("REDIS_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
-		}
-		tb.Skip("REDIS_ADDR is unset; eval \"$(scripts/services.sh)\" to run against Redis")
-	}
-	return a
-}
+// addr returns REDIS_ADDR (see internal/testenv).
+func addr(tb testing.TB) string { return testenv.Service(tb, "REDIS_ADDR")[0] }
 
-// clusterAddrs returns REDIS_CLUSTER_ADDRS split at commas, skipping the test when
-// it is unset unless SLUICE_REQUIRE_SERVICES=1 (CI).
+// clusterAddrs returns REDIS_CLUSTER_ADDRS split at commas (see internal/testenv).
 func clusterAddrs(tb testing.TB) []string {
-	tb.Helper()
-	a := os.Getenv("REDIS_CLUSTER_ADDRS")
-	if a == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			tb.Fatal("REDIS_CLUSTER_ADDRS is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
-		}
-		tb.Skip("REDIS_CLUSTER_ADDRS is unset; eval \"$(scripts/services.sh)\" to run against a Redis Cluster")
-	}
-	return strings.Split(a, ",")
+	return strings.Split(testenv.Service(tb, "REDIS_CLUSTER_ADDRS")[0], ",")
 }
 
 // openTest opens a Store on a single Redis (REDIS_ADDR) on a fresh key prefix

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/clickhouse"
 	"github.com/sluice-iot/sluice/storage/redis"
@@ -18,13 +18,8 @@ import (
 // telemetry, Redis entities and attributes. It needs CLICKHOUSE_ADDR and
 // REDIS_ADDR, and skips without them unless SLUICE_REQUIRE_SERVICES=1.
 func TestClickHouseRedis(t *testing.T) {
-	chAddr, redisAddr := os.Getenv("CLICKHOUSE_ADDR"), os.Getenv("REDIS_ADDR")
-	if chAddr == "" || redisAddr == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("CLICKHOUSE_ADDR or REDIS_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
-		}
-		t.Skip("CLICKHOUSE_ADDR or REDIS_ADDR is unset; eval \"$(scripts/services.sh)\" to run against them")
-	}
+	env := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	chAddr, redisAddr := env[0], env[1]
 	storagetest.Run(t, func(t *testing.T) storage.Backend {
 		ctx := context.Background()
 		name := fresh()
