@@ -65,6 +65,8 @@ func (c Config) Production() bool { return c.ClickHouse.CHAddr != "" }
 type HTTP struct {
 	BindAddress string `yaml:"bind_address" env:"HTTP_BIND_ADDRESS"`
 	BindPort    int    `yaml:"bind_port" env:"HTTP_BIND_PORT"`
+	// LongPollMaxTimeout caps the timeout of the device long polls, in ms.
+	LongPollMaxTimeout int `yaml:"long_poll_max_timeout_ms" env:"SLUICE_LONG_POLL_MAX_TIMEOUT"`
 }
 
 // SSL turns on HTTPS on the HTTP port (plain HTTP keeps working there too).
@@ -128,7 +130,7 @@ type Log struct {
 // Default returns the built-in defaults (the values documented in the README).
 func Default() Config {
 	return Config{
-		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080},
+		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000},
 		Data: Data{Dir: "./data"},
 		Auth: Auth{
 			TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io",
@@ -240,6 +242,7 @@ func (c Config) Validate() error {
 		{"SLUICE_LOGIN_MAX_ADDRESS_FAILURES", c.Auth.LoginMaxAddressFailures},
 		{"SLUICE_LOGIN_LOCKOUT", c.Auth.LoginLockout},
 		{"SLUICE_ACTIVATION_TTL", c.Auth.ActivationTTL},
+		{"SLUICE_LONG_POLL_MAX_TIMEOUT", c.HTTP.LongPollMaxTimeout},
 		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
 		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
 		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},

@@ -20,13 +20,13 @@ func TestShippedFileMatchesDefaults(t *testing.T) {
 func TestEnvOverridesFile(t *testing.T) {
 	c, err := Load("../configs/sluice.yaml", []string{
 		"HTTP_BIND_PORT=9090", "SLUICE_DEMO=true", "JWT_TOKEN_EXPIRATION_TIME=60", "SLUICE_DATA_DIR=/tmp/x",
-		"SLUICE_LOGIN_MAX_FAILURES=3", "SLUICE_LOGIN_LOCKOUT=60",
+		"SLUICE_LOGIN_MAX_FAILURES=3", "SLUICE_LOGIN_LOCKOUT=60", "SLUICE_LONG_POLL_MAX_TIMEOUT=1000",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.HTTP.BindPort != 9090 || !c.Data.Demo || c.Auth.TokenExpiration != 60 || c.Data.Dir != "/tmp/x" ||
-		c.Auth.LoginMaxFailures != 3 || c.Auth.LoginLockout != 60 {
+		c.Auth.LoginMaxFailures != 3 || c.Auth.LoginLockout != 60 || c.HTTP.LongPollMaxTimeout != 1000 {
 		t.Fatalf("env not applied: %+v", c)
 	}
 }
@@ -54,6 +54,8 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	f("SLUICE_LOGIN_MAX_ADDRESS_FAILURES=-1", "SLUICE_LOGIN_MAX_ADDRESS_FAILURES")
 	f("SLUICE_LOGIN_LOCKOUT=x", "SLUICE_LOGIN_LOCKOUT")
 	f("SLUICE_ACTIVATION_TTL=0", "SLUICE_ACTIVATION_TTL")
+	f("SLUICE_LONG_POLL_MAX_TIMEOUT=0", "SLUICE_LONG_POLL_MAX_TIMEOUT")
+	f("SLUICE_LONG_POLL_MAX_TIMEOUT=5m", "SLUICE_LONG_POLL_MAX_TIMEOUT")
 }
 
 func TestUnknownFileKeyRejected(t *testing.T) {

@@ -11,6 +11,9 @@ import (
 
 // SaveAttributes stores attrs in scope with lastUpdateTs = now. It returns once
 // they are durable. Keys and values may alias request memory; storage copies them.
+// A SHARED_SCOPE save is then pushed to the device's open long polls on every
+// node (WaitSharedAttributes): every server-side writer of shared attributes (REST,
+// OTA, rules) goes through here so devices see it.
 func (e *Engine) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, attrs []kv.Entry) error {
 	if len(attrs) == 0 {
 		return nil
@@ -19,7 +22,13 @@ func (e *Engine) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope s
 	for i := range attrs {
 		attrs[i].Ts = now
 	}
-	return e.store.SaveAttributes(ctx, entityID, scope, attrs)
+	if err := e.store.SaveAttributes(ctx, entityID, scope, attrs); err != nil {
+		return err
+	}
+	if scope == storage.SharedScope {
+		e.publishPush(ctx, sharedTopic(entityID), sharedUpdateBody(attrs))
+	}
+	return nil
 }
 
 // Attributes returns the attributes of keys (nil: all) in scope, sorted by key.
@@ -27,13 +36,20 @@ func (e *Engine) Attributes(ctx context.Context, entityID uuid.UUID, scope stora
 	return e.store.GetAttributes(ctx, entityID, scope, keys)
 }
 
-// DeleteAttributes removes keys from scope.
+// DeleteAttributes removes keys from scope. Removed SHARED_SCOPE keys (those that
+// existed) are pushed to the device's open long polls as {"deleted":[...]}.
 func (e *Engine) DeleteAttributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, keys []string) error {
 	if len(keys) == 0 {
 		return Errorf(CodeBadRequestParams, "Empty keys: []")
 	}
-	_, err := e.store.DeleteAttributes(ctx, entityID, scope, keys)
-	return err
+	deleted, err := e.store.DeleteAttributes(ctx, entityID, scope, keys)
+	if err != nil {
+		return err
+	}
+	if scope == storage.SharedScope && len(deleted) > 0 {
+		e.publishPush(ctx, sharedTopic(entityID), sharedDeleteBody(deleted))
+	}
+	return nil
 }
 
 // AttributeKeys lists the attribute keys of the given scopes, sorted and unique.

@@ -179,7 +179,7 @@ func (e *Engine) DeleteDevice(ctx context.Context, p *Principal, id uuid.UUID) e
 }
 
 // removeDevice deletes a device with its credentials (evicting its token), time
-// series and attributes.
+// series and attributes, and ends its open long polls on every node.
 func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 	creds, err := e.credentialsOf(ctx, id)
 	switch {
@@ -197,6 +197,7 @@ func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 	if err := e.deleteRecord(ctx, kindDevice, id); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
+	e.publishPush(ctx, deviceTopic(id), []byte(deviceDeleted)) // ends its open polls with 403
 	return nil
 }
 

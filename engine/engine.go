@@ -48,8 +48,9 @@ type Config struct {
 	LoginLockout            time.Duration
 	// ActivationTTL is how long an activation token works (24 h by default).
 	ActivationTTL time.Duration
-	// Notifier carries cache evictions to the other nodes of a cluster; nil means
-	// this node is alone (the embedded default).
+	// Notifier carries cache evictions and device pushes (shared-attribute changes,
+	// device deletion) to the other nodes of a cluster; nil means this node is alone
+	// (the embedded default) and an in-process notifier is used.
 	Notifier notify.Notifier
 	// Logger receives the engine's warnings; nil discards them.
 	Logger *slog.Logger
@@ -75,6 +76,8 @@ type Engine struct {
 	apiKeys ttlCache[string, *apiKeyRecord]
 	// logins counts failed logins per user and client address (see lockout.go).
 	logins *loginGuard
+	// polls counts the device long polls waiting on this node (see push.go).
+	polls atomic.Int64
 }
 
 // New returns an engine over store.
@@ -120,6 +123,9 @@ func New(store storage.Backend, cfg Config) *Engine {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Notifier == nil {
+		cfg.Notifier = notify.NewLocal()
 	}
 	e := &Engine{cfg: cfg, store: store, now: time.Now}
 	e.users.ttl, e.apiKeys.ttl = cfg.AuthCacheTTL, cfg.AuthCacheTTL

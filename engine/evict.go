@@ -21,9 +21,6 @@ const (
 // subscribeEvictions makes remote changes evict here. A reset of the subscription
 // (messages may have been lost) drops every cache.
 func (e *Engine) subscribeEvictions() {
-	if e.cfg.Notifier == nil {
-		return
-	}
 	e.cfg.Notifier.Subscribe(evictTopic, e.onEvict)
 }
 
@@ -53,9 +50,6 @@ func (e *Engine) DropCaches() {
 }
 
 func (e *Engine) publishEviction(kind byte, key string) {
-	if e.cfg.Notifier == nil {
-		return
-	}
 	// Best effort: if the bus is down the other nodes' TTL still bounds staleness.
 	if err := e.cfg.Notifier.Publish(context.Background(), evictTopic, append([]byte{kind}, key...)); err != nil {
 		e.cfg.Logger.Warn("cannot publish a cache eviction; other nodes rely on their cache TTL", "err", err)

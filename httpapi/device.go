@@ -18,6 +18,7 @@ func (s *Server) deviceRoutes(r *router.Router) {
 	r.POST("/api/v1/{token}/telemetry", s.postTelemetry)
 	r.POST("/api/v1/{token}/attributes", s.postClientAttributes)
 	r.GET("/api/v1/{token}/attributes", s.getDeviceAttributes)
+	r.GET("/api/v1/{token}/attributes/updates", s.getAttributeUpdates)
 }
 
 // batch is the pooled scratch of one telemetry request: parsed entries and the

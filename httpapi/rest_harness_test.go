@@ -28,6 +28,7 @@ type testNode struct {
 	URL   string                 // base URL, e.g. http://127.0.0.1:41234
 	Demo  engine.BootstrapResult // demo ids and tokens
 	Eng   *engine.Engine
+	API   *Server
 	Store *embedded.DB
 	// Logs holds every log line of the node (store and front end), at debug level.
 	Logs *logBuffer
@@ -92,7 +93,7 @@ func startTestNode(t *testing.T, tweak ...func(*engine.Config)) *testNode {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	return &testNode{t: t, URL: "http://" + ln.Addr().String(), Demo: demo, Eng: eng, Store: db, Logs: logs}
+	return &testNode{t: t, URL: "http://" + ln.Addr().String(), Demo: demo, Eng: eng, API: api, Store: db, Logs: logs}
 }
 
 // do sends a request and returns the status and body. auth, when not empty, is

@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
@@ -22,6 +23,9 @@ type Config struct {
 	MaxBodySize int
 	// Limits bound the JSON of device and REST bodies.
 	Limits codec.Limits
+	// LongPollMaxTimeout caps the timeout a device asks of a long poll (300 s by
+	// default, ThingsBoard's transport.http.max_request_timeout).
+	LongPollMaxTimeout time.Duration
 }
 
 // Server serves the HTTP APIs of one node.
@@ -35,6 +39,11 @@ type Server struct {
 	// *fasthttp.RequestCtx: that one is not a safe context.Context (its Done races
 	// with Server.Shutdown), and storage clients derive contexts from what they get.
 	ctx context.Context
+	// polls ends when the node shuts down (Close): open long polls answer at once
+	// instead of holding the shutdown for their whole timeout. It is not ctx, so
+	// writes in flight during a graceful shutdown still complete.
+	polls     context.Context
+	stopPolls context.CancelFunc
 }
 
 // New returns the front end over eng and the telemetry writer w. ready reports
@@ -43,8 +52,17 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 	if ready == nil {
 		ready = func() bool { return true }
 	}
-	return &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background()}
+	if cfg.LongPollMaxTimeout <= 0 {
+		cfg.LongPollMaxTimeout = 300 * time.Second
+	}
+	polls, stopPolls := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background(),
+		polls: polls, stopPolls: stopPolls}
 }
+
+// Close ends every open long poll (503) and makes later ones answer 503 at once.
+// Call it before fasthttp.Server.Shutdown, which otherwise waits for them.
+func (s *Server) Close() { s.stopPolls() }
 
 // Handler returns the request handler with every route.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.routes().Handler }

@@ -31,6 +31,7 @@ type Node struct {
 	backend *backend
 	eng     *engine.Engine
 	ingest  *ingest.Writer
+	api     *httpapi.Server
 	srv     *fasthttp.Server
 	ln      net.Listener
 	ready   atomic.Bool
@@ -73,12 +74,19 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Shards: cfg.Ingest.Shards, QueueSize: cfg.Ingest.QueueSize, MaxBatchRows: cfg.Ingest.MaxBatchRows,
 	})
 	api := httpapi.New(httpapi.Config{
-		MaxBodySize: cfg.Limits.MaxBodySize,
+		MaxBodySize:        cfg.Limits.MaxBodySize,
+		LongPollMaxTimeout: time.Duration(cfg.HTTP.LongPollMaxTimeout) * time.Millisecond,
 		Limits: codec.Limits{
 			MaxDepth: cfg.Limits.MaxJSONDepth, MaxObjectKeys: cfg.Limits.MaxObjectKeys,
 			MaxEntries: cfg.Limits.MaxEntries, MaxKeyLen: cfg.Limits.MaxKeyLen, MaxValueLen: cfg.Limits.MaxValueLen,
 		},
 	}, n.eng, n.ingest, log, n.ready.Load)
+	n.api = api
+	// None of these timeouts can cut a long poll (up to SLUICE_LONG_POLL_MAX_TIMEOUT,
+	// 300 s) while its handler waits: fasthttp applies ReadTimeout to reading the
+	// request only (nothing is read while the handler runs), starts WriteTimeout
+	// when the handler returns (it bounds writing the response), and IdleTimeout is
+	// the wait for the next request on a kept-alive connection.
 	n.srv = &fasthttp.Server{
 		Handler:            api.Handler(),
 		ErrorHandler:       api.ErrorHandler,
@@ -87,7 +95,10 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		ReadTimeout:        30 * time.Second,
 		WriteTimeout:       30 * time.Second,
 		IdleTimeout:        120 * time.Second,
-		Logger:             fasthttpLogger{log},
+		// Responses written while shutting down close their connection, so a client
+		// reconnects (to another node) instead of reusing it.
+		CloseOnShutdown: true,
+		Logger:          fasthttpLogger{log},
 	}
 	addr := net.JoinHostPort(cfg.HTTP.BindAddress, strconv.Itoa(cfg.HTTP.BindPort))
 	ln, err := net.Listen("tcp", addr)
@@ -118,10 +129,12 @@ func (n *Node) Engine() *engine.Engine { return n.eng }
 // Done is closed with the serve error if the listener stops by itself.
 func (n *Node) Done() <-chan error { return n.served }
 
-// Shutdown stops accepting requests, lets running ones finish (within ctx),
-// commits every queued telemetry batch, and closes the store.
+// Shutdown stops accepting requests, ends open long polls (503), lets running
+// requests finish (within ctx), commits every queued telemetry batch, and closes
+// the store.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.ready.Store(false)
+	n.api.Close()
 	err := n.srv.ShutdownWithContext(ctx)
 	n.ingest.Close()
 	return errors.Join(err, n.closeStore())

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+)
+
+// Server → device push for the device long polls (compat §1.4, §2). A change meant
+// for a device is published once on the notifier, as the exact body the device
+// will receive, on a topic of that device. A poll on any node subscribes to that
+// topic locally (the notifier's fan-out: no connection of its own) and answers the
+// first message. Nothing is queued: a change while no poll is open is lost, as in
+// ThingsBoard.
+const (
+	sharedTopicPrefix = "attr:"   // + device id: body of a shared-attribute change
+	deviceTopicPrefix = "device:" // + device id: device lifecycle, payload deviceDeleted
+)
+
+const deviceDeleted = "deleted"
+
+// ErrDeviceDeleted ends a poll whose device was deleted while it waited (403, as
+// ThingsBoard answers "Device was deleted!").
+var ErrDeviceDeleted = &Error{Code: CodePermissionDenied, Msg: "Device was deleted!"}
+
+func sharedTopic(id uuid.UUID) string { return sharedTopicPrefix + id.String() }
+func deviceTopic(id uuid.UUID) string { return deviceTopicPrefix + id.String() }
+
+// WaitSharedAttributes waits up to timeout for the next change of a shared
+// attribute of the device, made on any node by SaveAttributes or DeleteAttributes.
+// It returns the body to send the device, {"k":v,...} with only the keys of that
+// change or {"deleted":[...]}, with ok = true; ok = false when timeout passed
+// first. A deletion of the device is ErrDeviceDeleted; ctx ending is ctx.Err().
+// The body is shared with other waiters: callers must not modify it.
+func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
+	return e.waitPush(ctx, deviceID, sharedTopic(deviceID), timeout)
+}
+
+// waitPush answers the first message on topic for a device's long poll. It
+// subscribes before anything else can happen, so a change published after the
+// call starts is never missed.
+func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string, timeout time.Duration) ([]byte, bool, error) {
+	got := make(chan []byte, 1)
+	gone := make(chan struct{}, 1)
+	// The callbacks run on the notifier's delivery goroutine: never block it.
+	cancelMsg := e.cfg.Notifier.Subscribe(topic, func(msg []byte) {
+		select {
+		case got <- msg:
+		default: // one poll takes one message; later ones are for the next poll
+		}
+	})
+	defer cancelMsg()
+	cancelDev := e.cfg.Notifier.Subscribe(deviceTopic(deviceID), func(msg []byte) {
+		if string(msg) == deviceDeleted {
+			select {
+			case gone <- struct{}{}:
+			default:
+			}
+		}
+	})
+	defer cancelDev()
+	e.polls.Add(1)
+	defer e.polls.Add(-1)
+
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case msg := <-got:
+		return msg, true, nil
+	case <-gone:
+		return nil, false, ErrDeviceDeleted
+	case <-t.C:
+		return nil, false, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+}
+
+// OpenPolls is the number of device long polls waiting on this node.
+func (e *Engine) OpenPolls() int64 { return e.polls.Load() }
+
+// publishPush sends msg to the polls of topic on every node. Best effort: the
+// change itself is already stored, and a poll that misses it reads it later.
+func (e *Engine) publishPush(ctx context.Context, topic string, msg []byte) {
+	if err := e.cfg.Notifier.Publish(ctx, topic, msg); err != nil {
+		e.cfg.Logger.Warn("cannot notify waiting devices", "topic", topic, "err", err)
+	}
+}
+
+// sharedUpdateBody is {"k":v,...} of a save, native JSON types as the device API
+// reads them. A key given twice counts once, with its last value (what is stored).
+func sharedUpdateBody(attrs []kv.Entry) []byte {
+	var last map[string]int
+	if len(attrs) > 1 {
+		last = make(map[string]int, len(attrs))
+		for i, a := range attrs {
+			last[a.Key] = i
+		}
+	}
+	buf := append(make([]byte, 0, 64*len(attrs)), '{')
+	n := 0
+	for i, a := range attrs {
+		if last != nil && last[a.Key] != i {
+			continue
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		n++
+		buf = appendJSONString(buf, a.Key)
+		buf = append(buf, ':')
+		buf = a.Value.AppendJSON(buf)
+	}
+	return append(buf, '}')
+}
+
+// sharedDeleteBody is {"deleted":["k1",...]}.
+func sharedDeleteBody(keys []string) []byte {
+	buf := append(make([]byte, 0, 16+24*len(keys)), `{"deleted":[`...)
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, k)
+	}
+	return append(buf, ']', '}')
+}
+
+// appendJSONString appends s as a JSON string. Keys are short and this is not
+// the ingest path, so the standard encoder is fine.
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
