@@ -253,6 +253,13 @@ func (s *Spool) drain(l *lane) {
 		case <-tick.C:
 		}
 		for l.rows.Load() > 0 {
+			// A large backlog drains batch after batch; stop between batches at
+			// Close, which makes one bounded last attempt itself.
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
 			err := s.deliverOnce(l)
 			if err == nil {
 				backoff = 100 * time.Millisecond
