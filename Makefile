@@ -36,8 +36,13 @@ fuzz:
 services:
 	@scripts/services.sh
 
+# The micro-benchmarks beside the code, then the end-to-end harness (bench/README.md):
+# about 2.5 minutes. With CLICKHOUSE_ADDR and REDIS_ADDR set (eval "$$(scripts/services.sh)")
+# the harness adds Sluice on ClickHouse + Redis. BENCH_FLAGS="-duration 3s" for a quick look.
+BENCH_FLAGS ?= -duration 10s -warmup 1s -connections 64
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./storage/... ./ingest/ ./bench/...
+	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./storage/... ./ingest/ ./bench/
+	$(GO) run ./cmd/sluice-bench $(BENCH_FLAGS)
 
 vet:
 	$(GO) vet ./...

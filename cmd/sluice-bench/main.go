@@ -1,0 +1,59 @@
+// Command sluice-bench runs the bench harness (package bench) on this machine and
+// prints a Markdown table: a no-op fasthttp handler, a net/http + encoding/json
+// handler, and Sluice (embedded, and ClickHouse + Redis when CLICKHOUSE_ADDR and
+// REDIS_ADDR are set), all in this process under one load generator.
+//
+//	go run ./cmd/sluice-bench -duration 10s -connections 64
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/sluice-iot/sluice/bench"
+)
+
+func main() {
+	opts := bench.Options{
+		ClickHouseAddr: os.Getenv("CLICKHOUSE_ADDR"),
+		RedisAddr:      os.Getenv("REDIS_ADDR"),
+		Log:            os.Stderr,
+	}
+	flag.IntVar(&opts.Connections, "connections", 64, "closed-loop connections per cell")
+	flag.DurationVar(&opts.Duration, "duration", 10*time.Second, "measured time per cell")
+	flag.DurationVar(&opts.Warmup, "warmup", time.Second, "unrecorded warm-up per cell")
+	flag.IntVar(&opts.Devices, "devices", 1, "devices Sluice takes telemetry for (1: the demo device; more: created for the run, one per connection at most)")
+	flag.StringVar(&opts.Only, "only", "", "run only the targets whose name contains this (ceiling, baseline, sluice, embedded, clickhouse)")
+	flag.StringVar(&opts.OnlyPayload, "payload", "", "run only the payloads whose name contains this (single, batch100)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
+	flag.Parse()
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	fmt.Fprintf(os.Stderr, "sluice-bench: %d connections, %v per cell after %v warm-up, GOMAXPROCS %d, %s\n",
+		opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.Version())
+	cells, err := bench.Run(opts)
+	bench.WriteTable(os.Stdout, cells)
+	if err != nil {
+		pprof.StopCPUProfile()
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+	os.Exit(1)
+}
