@@ -229,11 +229,19 @@ func (p *protoParser) keyValue(msg []byte, ts int64) error {
 		if err != nil {
 			return err
 		}
+		// A superseded string must still be valid UTF-8: proto3 checks every
+		// occurrence, not only the one that wins.
 		switch {
 		case !known:
 		case f == 1:
+			if !utf8.Valid(key) {
+				return p.errorf("key is not valid UTF-8")
+			}
 			key = r
 		default:
+			if (kind == 5 || kind == 6) && !utf8.Valid(raw) {
+				return p.errorf("a string value is not valid UTF-8")
+			}
 			kind, raw, num = f, r, v
 		}
 		msg = rest
