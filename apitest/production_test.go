@@ -4,28 +4,21 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-iot/sluice/config"
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/storage/clickhouse"
 	"github.com/sluice-iot/sluice/storage/redis"
 )
 
-// services returns the ClickHouse and Redis addresses, skipping the test without
-// them (failing instead under SLUICE_REQUIRE_SERVICES=1).
+// services returns the ClickHouse and Redis addresses (see internal/testenv).
 func services(t *testing.T) (chAddr, redisAddr string) {
 	t.Helper()
-	chAddr, redisAddr = os.Getenv("CLICKHOUSE_ADDR"), os.Getenv("REDIS_ADDR")
-	if chAddr == "" || redisAddr == "" {
-		if os.Getenv("SLUICE_REQUIRE_SERVICES") == "1" {
-			t.Fatal("CLICKHOUSE_ADDR or REDIS_ADDR is unset but SLUICE_REQUIRE_SERVICES=1: start them with scripts/services.sh")
-		}
-		t.Skip("CLICKHOUSE_ADDR or REDIS_ADDR is unset; eval \"$(scripts/services.sh)\" to run against them")
-	}
-	return chAddr, redisAddr
+	env := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	return env[0], env[1]
 }
 
 // deployment is one ClickHouse database and one Redis key prefix, fresh per test,
