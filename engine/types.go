@@ -125,7 +125,9 @@ type userCredentials struct {
 
 // Provision types of a device profile (compat §4).
 const (
-	ProvisionDisabled = "DISABLED"
+	ProvisionDisabled    = "DISABLED"
+	ProvisionAllowCreate = "ALLOW_CREATE_NEW_DEVICES"
+	ProvisionCheckPre    = "CHECK_PRE_PROVISIONED_DEVICES"
 )
 
 // ProvisionConfiguration is the provisioning part of DeviceProfileData.

@@ -13,8 +13,10 @@ import (
 )
 
 // deviceRoutes registers the ThingsBoard device API. The access token in the path
-// authenticates; X-Authorization is ignored here, as in ThingsBoard.
+// authenticates (provisioning: the profile's key and secret); X-Authorization is
+// ignored here, as in ThingsBoard.
 func (s *Server) deviceRoutes(r *router.Router) {
+	r.POST("/api/v1/provision", s.provision)
 	r.POST("/api/v1/{token}/telemetry", s.postTelemetry)
 	r.POST("/api/v1/{token}/attributes", s.postClientAttributes)
 	r.GET("/api/v1/{token}/attributes", s.getDeviceAttributes)
