@@ -38,18 +38,19 @@ func (s *Server) telemetryRoutes(r *router.Router) {
 	g.DELETE("/{entityType}/{entityId}/timeseries/delete", s.authed(s.deleteTimeseries))
 }
 
-// entity resolves the {entityType}/{entityId} of the path and checks access.
-func (s *Server) entity(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID string, write bool) (uuid.UUID, bool) {
+// entity resolves the {entityType}/{entityId} of the path, checks access, and
+// returns the entity's id and its tenant's.
+func (s *Server) entity(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID string, write bool) (id, tenantID uuid.UUID, ok bool) {
 	id, err := uuid.Parse(rawID)
 	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+rawID)
-		return uuid.Nil, false
+		return uuid.Nil, uuid.Nil, false
 	}
-	if _, err := s.eng.AuthorizeEntity(s.ctx, p, entityType, id, write); err != nil {
+	if tenantID, err = s.eng.AuthorizeEntity(s.ctx, p, entityType, id, write); err != nil {
 		s.fail(ctx, err)
-		return uuid.Nil, false
+		return uuid.Nil, uuid.Nil, false
 	}
-	return id, true
+	return id, tenantID, true
 }
 
 func pathParam(ctx *fasthttp.RequestCtx, name string) string {
@@ -87,7 +88,7 @@ func boolParam(ctx *fasthttp.RequestCtx, name string, def bool) bool {
 // getTimeseries answers latest values, or history when startTs and endTs are given
 // (or on the /history path).
 func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	id, _, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
 	if !ok {
 		return
 	}
@@ -243,7 +244,7 @@ func scopesParam(ctx *fasthttp.RequestCtx) ([]storage.Scope, bool) {
 
 // getAttributes answers [{"lastUpdateTs","key","value"}] with native value types.
 func (s *Server) getAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	id, _, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
 	if !ok {
 		return
 	}
@@ -280,7 +281,7 @@ func (s *Server) getAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 }
 
 func (s *Server) getAttributeKeys(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	id, _, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
 	if !ok {
 		return
 	}
@@ -297,7 +298,7 @@ func (s *Server) getAttributeKeys(ctx *fasthttp.RequestCtx, p *engine.Principal)
 }
 
 func (s *Server) getTimeseriesKeys(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
+	id, _, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), false)
 	if !ok {
 		return
 	}
@@ -341,7 +342,7 @@ func (s *Server) postDeviceAttributesV1(ctx *fasthttp.RequestCtx, p *engine.Prin
 }
 
 func (s *Server) saveAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID, rawScope string) {
-	id, ok := s.entity(ctx, p, entityType, rawID, true)
+	id, _, ok := s.entity(ctx, p, entityType, rawID, true)
 	if !ok {
 		return
 	}
@@ -364,7 +365,7 @@ func (s *Server) saveAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, e
 }
 
 func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	tenantID, id, ok := s.writableEntity(ctx, p)
+	id, tenantID, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), true)
 	if !ok {
 		return
 	}
@@ -385,21 +386,6 @@ func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 }
 
-func (s *Server) writableEntity(ctx *fasthttp.RequestCtx, p *engine.Principal) (tenantID, id uuid.UUID, ok bool) {
-	raw := pathParam(ctx, "entityId")
-	id, err := uuid.Parse(raw)
-	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+raw)
-		return uuid.Nil, uuid.Nil, false
-	}
-	tenantID, err = s.eng.AuthorizeEntity(s.ctx, p, pathParam(ctx, "entityType"), id, true)
-	if err != nil {
-		s.fail(ctx, err)
-		return uuid.Nil, uuid.Nil, false
-	}
-	return tenantID, id, true
-}
-
 func (s *Server) deleteAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	s.removeAttributes(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), pathParam(ctx, "scope"))
 }
@@ -410,7 +396,7 @@ func (s *Server) deleteDeviceAttributesV1(ctx *fasthttp.RequestCtx, p *engine.Pr
 }
 
 func (s *Server) removeAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID, rawScope string) {
-	id, ok := s.entity(ctx, p, entityType, rawID, true)
+	id, _, ok := s.entity(ctx, p, entityType, rawID, true)
 	if !ok {
 		return
 	}
@@ -425,7 +411,7 @@ func (s *Server) removeAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal,
 }
 
 func (s *Server) deleteTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	id, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), true)
+	id, _, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), true)
 	if !ok {
 		return
 	}
