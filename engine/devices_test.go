@@ -95,7 +95,7 @@ func TestTokenCacheInvalidation(t *testing.T) {
 	if _, err := te.DeviceByToken(ctx, "OLD_TOKEN"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := te.tokens.Load("OLD_TOKEN"); !ok {
+	if _, ok := te.tokens.m.Load("OLD_TOKEN"); !ok {
 		t.Fatal("token not cached")
 	}
 

@@ -7,7 +7,6 @@ package engine
 import (
 	"crypto/rand"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,13 +61,8 @@ type Engine struct {
 	store storage.Backend
 	now   func() time.Time
 
-	// tokens caches access token → *tokenEntry for the device API (see tokencache.go).
-	tokens sync.Map
-	// tokenGen counts evictions so a lookup racing with one does not cache a stale
-	// entry; tokenMu orders such a lookup's store against evictions. Cache hits take
-	// neither.
-	tokenGen atomic.Uint64
-	tokenMu  sync.Mutex
+	// tokens caches access token → device for the device API (see tokencache.go).
+	tokens ttlCache[string, *Device]
 
 	// users caches user id → *userState and apiKeys SHA-256 hex → *apiKeyRecord
 	// for REST authentication (see authcache.go).
@@ -128,6 +122,7 @@ func New(store storage.Backend, cfg Config) *Engine {
 		cfg.Notifier = notify.NewLocal()
 	}
 	e := &Engine{cfg: cfg, store: store, now: time.Now}
+	e.tokens.ttl = cfg.TokenCacheTTL
 	e.users.ttl, e.apiKeys.ttl = cfg.AuthCacheTTL, cfg.AuthCacheTTL
 	e.logins = newLoginGuard(cfg.LoginMaxFailures, cfg.LoginMaxAddressFailures, cfg.LoginLockout)
 	e.subscribeEvictions()
