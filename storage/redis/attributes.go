@@ -41,36 +41,9 @@ func (s *Store) GetAttributes(ctx context.Context, entityID uuid.UUID, scope sto
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	key := s.attrKey(entityID, scope)
-	var out []kv.Entry
-	if keys == nil {
-		all, err := s.rdb.HGetAll(ctx, key).Result()
-		if err != nil {
-			return nil, fail(fmt.Sprintf("get attributes of %s", entityID), err)
-		}
-		for k, raw := range all {
-			e, err := decodeValue(k, raw)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
-	} else if len(keys) > 0 {
-		vals, err := s.rdb.HMGet(ctx, key, keys...).Result()
-		if err != nil {
-			return nil, fail(fmt.Sprintf("get attributes of %s", entityID), err)
-		}
-		for i, v := range vals {
-			raw, ok := v.(string)
-			if !ok {
-				continue
-			}
-			e, err := decodeValue(keys[i], raw)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
+	out, err := s.readHash(ctx, s.attrKey(entityID, scope), keys, "get attributes of "+entityID.String())
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b kv.Entry) int { return strings.Compare(a.Key, b.Key) })
 	return slices.CompactFunc(out, func(a, b kv.Entry) bool { return a.Key == b.Key }), nil
@@ -173,4 +146,43 @@ func decodeValue(key, raw string) (kv.Entry, error) {
 		return kv.Entry{}, fmt.Errorf("redis: corrupt attribute %q: type %d", key, t)
 	}
 	return e, nil
+}
+
+// readHash decodes the fields of a value hash: all of them (in no order) when keys
+// is nil, else those of keys that exist, in the order of keys.
+func (s *Store) readHash(ctx context.Context, key string, keys []string, what string) ([]kv.Entry, error) {
+	var out []kv.Entry
+	if keys == nil {
+		all, err := s.rdb.HGetAll(ctx, key).Result()
+		if err != nil {
+			return nil, fail(what, err)
+		}
+		for k, raw := range all {
+			e, err := decodeValue(k, raw)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, key, keys...).Result()
+	if err != nil {
+		return nil, fail(what, err)
+	}
+	for i, v := range vals {
+		raw, ok := v.(string)
+		if !ok {
+			continue
+		}
+		e, err := decodeValue(keys[i], raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

@@ -76,40 +76,11 @@ func (s *Store) LatestValues(ctx context.Context, entityID uuid.UUID, keys []str
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	var out []kv.Entry
-	if keys == nil {
-		all, err := s.rdb.HGetAll(ctx, s.latestKey(entityID)).Result()
-		if err != nil {
-			return nil, fail(fmt.Sprintf("read latest values of %s", entityID), err)
-		}
-		for k, raw := range all {
-			e, err := decodeValue(k, raw)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, e)
-		}
-		slices.SortFunc(out, func(a, b kv.Entry) int { return cmp.Compare(a.Key, b.Key) })
-		return out, nil
+	out, err := s.readHash(ctx, s.latestKey(entityID), keys, "read latest values of "+entityID.String())
+	if err != nil || keys != nil {
+		return out, err
 	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	vals, err := s.rdb.HMGet(ctx, s.latestKey(entityID), keys...).Result()
-	if err != nil {
-		return nil, fail(fmt.Sprintf("read latest values of %s", entityID), err)
-	}
-	for i, v := range vals {
-		raw, ok := v.(string)
-		if !ok {
-			continue
-		}
-		e, err := decodeValue(keys[i], raw)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
+	slices.SortFunc(out, func(a, b kv.Entry) int { return cmp.Compare(a.Key, b.Key) })
 	return out, nil
 }
 
