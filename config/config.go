@@ -29,6 +29,35 @@ type Config struct {
 	ClickHouse ClickHouse `yaml:"clickhouse"`
 	Redis      Redis      `yaml:"redis"`
 	Spool      Spool      `yaml:"spool"`
+	Device     Device     `yaml:"device"`
+	Analytics  Analytics  `yaml:"analytics"`
+}
+
+// Device configures the device control plane: server-side RPC, client-side RPC
+// rules and claiming.
+type Device struct {
+	// RPCDefaultTimeout is the timeout of a server-side RPC whose body gives none,
+	// and RPCMinTimeout the least one honoured, in ms (ThingsBoard's
+	// server.rest.server_side_rpc.default_timeout and min_timeout).
+	RPCDefaultTimeout int `yaml:"rpc_default_timeout_ms" env:"SLUICE_RPC_DEFAULT_TIMEOUT"`
+	RPCMinTimeout     int `yaml:"rpc_min_timeout_ms" env:"SLUICE_RPC_MIN_TIMEOUT"`
+	// ScriptTimeout and ScriptMaxMemory bound one run of a client-side RPC rule
+	// script, in ms and bytes.
+	ScriptTimeout   int `yaml:"script_timeout_ms" env:"SLUICE_SCRIPT_TIMEOUT"`
+	ScriptMaxMemory int `yaml:"script_max_memory" env:"SLUICE_SCRIPT_MAX_MEMORY"`
+	// ClaimDuration is how long a device-side claim stays valid when the device
+	// gives no durationMs, in ms (ThingsBoard's security.claim.duration).
+	ClaimDuration int `yaml:"claim_duration_ms" env:"DEVICE_CLAIM_DURATION"`
+	// ClaimAllowByDefault lets any unassigned device be claimed; when false a device
+	// needs the server attribute claimingAllowed=true (security.claim.allowClaimingByDefault).
+	ClaimAllowByDefault bool `yaml:"claim_allow_by_default" env:"SLUICE_CLAIM_ALLOW_BY_DEFAULT"`
+}
+
+// Analytics sizes the report API.
+type Analytics struct {
+	// ReportThreads reports run at once; ReportQueue more wait; past that, 429.
+	ReportThreads int `yaml:"report_threads" env:"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE"`
+	ReportQueue   int `yaml:"report_queue" env:"SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY"`
 }
 
 // ClickHouse is the production telemetry store. With Addr empty (and Redis.Addr
@@ -145,6 +174,11 @@ func Default() Config {
 		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice"},
 		Redis:      Redis{RedisPrefix: "sluice:"},
 		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 10000, SpoolFlushInterval: 1000, SpoolShards: 4},
+		Device: Device{
+			RPCDefaultTimeout: 10000, RPCMinTimeout: 5000, ScriptTimeout: 1000, ScriptMaxMemory: 16 << 20,
+			ClaimDuration: 86400000, ClaimAllowByDefault: true,
+		},
+		Analytics: Analytics{ReportThreads: 10, ReportQueue: 10},
 	}
 }
 
@@ -251,11 +285,20 @@ func (c Config) Validate() error {
 		{"SLUICE_MAX_ENTRIES", c.Limits.MaxEntries},
 		{"SLUICE_MAX_KEY_LENGTH", c.Limits.MaxKeyLen},
 		{"SLUICE_MAX_VALUE_LENGTH", c.Limits.MaxValueLen},
+		{"SLUICE_RPC_DEFAULT_TIMEOUT", c.Device.RPCDefaultTimeout},
+		{"SLUICE_RPC_MIN_TIMEOUT", c.Device.RPCMinTimeout},
+		{"SLUICE_SCRIPT_TIMEOUT", c.Device.ScriptTimeout},
+		{"SLUICE_SCRIPT_MAX_MEMORY", c.Device.ScriptMaxMemory},
+		{"DEVICE_CLAIM_DURATION", c.Device.ClaimDuration},
+		{"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE", c.Analytics.ReportThreads},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
 			bad(p.key, "must be positive, got %d", p.v)
 		}
+	}
+	if c.Analytics.ReportQueue < 0 {
+		bad("SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY", "must not be negative, got %d", c.Analytics.ReportQueue)
 	}
 	if c.Ingest.Shards < 0 {
 		bad("SLUICE_INGEST_SHARDS", "must not be negative (0 means one per CPU), got %d", c.Ingest.Shards)

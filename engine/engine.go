@@ -47,6 +47,20 @@ type Config struct {
 	LoginLockout            time.Duration
 	// ActivationTTL is how long an activation token works (24 h by default).
 	ActivationTTL time.Duration
+	// RPCDefaultTimeout is the timeout of a server-side RPC whose request gives
+	// none; RPCMinTimeout the least one honoured (10 s and 5 s by default).
+	RPCDefaultTimeout time.Duration
+	RPCMinTimeout     time.Duration
+	// ScriptTimeout and ScriptMaxMemory bound one run of a client-side RPC rule
+	// script (1 s and 16 MiB by default).
+	ScriptTimeout   time.Duration
+	ScriptMaxMemory int
+	// ClaimDuration is how long a device-side claim is valid when the device gives
+	// no duration (24 h by default). ClaimNotByDefault, when set, lets only devices
+	// with the server attribute claimingAllowed=true be claimed (ThingsBoard's
+	// security.claim.allowClaimingByDefault=false).
+	ClaimDuration     time.Duration
+	ClaimNotByDefault bool
 	// Notifier carries cache evictions and device pushes (shared-attribute changes,
 	// device deletion) to the other nodes of a cluster; nil means this node is alone
 	// (the embedded default) and an in-process notifier is used.
@@ -114,6 +128,21 @@ func New(store storage.Backend, cfg Config) *Engine {
 		// do not survive a restart and other nodes refuse them, so configure a key.
 		cfg.JWTSigningKey = make([]byte, 64)
 		rand.Read(cfg.JWTSigningKey)
+	}
+	if cfg.RPCDefaultTimeout == 0 {
+		cfg.RPCDefaultTimeout = 10 * time.Second
+	}
+	if cfg.RPCMinTimeout == 0 {
+		cfg.RPCMinTimeout = 5 * time.Second
+	}
+	if cfg.ScriptTimeout == 0 {
+		cfg.ScriptTimeout = time.Second
+	}
+	if cfg.ScriptMaxMemory == 0 {
+		cfg.ScriptMaxMemory = 16 << 20
+	}
+	if cfg.ClaimDuration == 0 {
+		cfg.ClaimDuration = 24 * time.Hour
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

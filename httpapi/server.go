@@ -26,6 +26,10 @@ type Config struct {
 	// LongPollMaxTimeout caps the timeout a device asks of a long poll (300 s by
 	// default, ThingsBoard's transport.http.max_request_timeout).
 	LongPollMaxTimeout time.Duration
+	// ReportThreads reports are built at once and ReportQueue more may wait; past
+	// that the report API answers 429 (SIMPLE_API_RATE_LIMITER_*, 10 and 10).
+	ReportThreads int
+	ReportQueue   int
 }
 
 // Server serves the HTTP APIs of one node.
@@ -78,6 +82,11 @@ func (s *Server) routes() *router.Router {
 	s.authRoutes(r)
 	s.entityRoutes(r)
 	s.telemetryRoutes(r)
+	s.rpcRoutes(r)
+	s.ruleRoutes(r)
+	s.claimRoutes(r)
+	s.otaRoutes(r)
+	s.analyticsRoutes(r)
 	s.docsRoutes(r)
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fasthttp.StatusNotFound, engine.CodeItemNotFound, "Path not found: "+string(ctx.Path()))

@@ -63,6 +63,13 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		LoginMaxAddressFailures: cfg.Auth.LoginMaxAddressFailures,
 		LoginLockout:            time.Duration(cfg.Auth.LoginLockout) * time.Second,
 		ActivationTTL:           time.Duration(cfg.Auth.ActivationTTL) * time.Second,
+
+		RPCDefaultTimeout: time.Duration(cfg.Device.RPCDefaultTimeout) * time.Millisecond,
+		RPCMinTimeout:     time.Duration(cfg.Device.RPCMinTimeout) * time.Millisecond,
+		ScriptTimeout:     time.Duration(cfg.Device.ScriptTimeout) * time.Millisecond,
+		ScriptMaxMemory:   cfg.Device.ScriptMaxMemory,
+		ClaimDuration:     time.Duration(cfg.Device.ClaimDuration) * time.Millisecond,
+		ClaimNotByDefault: !cfg.Device.ClaimAllowByDefault,
 	})
 	drop := n.eng.DropCaches
 	b.dropCaches.Store(&drop)
@@ -76,6 +83,8 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	api := httpapi.New(httpapi.Config{
 		MaxBodySize:        cfg.Limits.MaxBodySize,
 		LongPollMaxTimeout: time.Duration(cfg.HTTP.LongPollMaxTimeout) * time.Millisecond,
+		ReportThreads:      cfg.Analytics.ReportThreads,
+		ReportQueue:        cfg.Analytics.ReportQueue,
 		Limits: codec.Limits{
 			MaxDepth: cfg.Limits.MaxJSONDepth, MaxObjectKeys: cfg.Limits.MaxObjectKeys,
 			MaxEntries: cfg.Limits.MaxEntries, MaxKeyLen: cfg.Limits.MaxKeyLen, MaxValueLen: cfg.Limits.MaxValueLen,
