@@ -121,6 +121,14 @@ func TestSharedAttributeLongPoll(t *testing.T) {
 	errorBody(t, n.do("GET", "/api/v1/"+token+"/attributes/updates?timeout=-5", ""), 400)
 	errorBody(t, n.do("GET", "/api/v1/NO_SUCH_TOKEN/attributes/updates?timeout=200", ""), 401)
 
+	// New credentials end the open poll at once with 408, as ThingsBoard closes
+	// the device's sessions; the device polls again with its new token.
+	res = n.openPoll(token, "?timeout=30000")
+	token = "NEW_" + token
+	n.must(200, "POST", "/api/device/credentials",
+		`{"deviceId":{"entityType":"DEVICE","id":"`+id+`"},"credentialsType":"ACCESS_TOKEN","credentialsId":"`+token+`"}`, auth)
+	timedOut(t, res)
+
 	// A device deleted while it polls gets 403 "Device was deleted!".
 	res = n.openPoll(token, "?timeout=30000")
 	n.must(200, "DELETE", "/api/device/"+id, "", auth)

@@ -119,6 +119,7 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 	}
 	if old != nil && old.CredentialsID != c.CredentialsID {
 		e.evictToken(old.CredentialsID)
+		e.publishPush(ctx, deviceTopic(d.ID.ID), []byte(credentialsChanged))
 	}
 	return c, nil
 }

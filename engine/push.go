@@ -18,10 +18,16 @@ import (
 // ThingsBoard.
 const (
 	sharedTopicPrefix = "attr:"   // + device id: body of a shared-attribute change
-	deviceTopicPrefix = "device:" // + device id: device lifecycle, payload deviceDeleted
+	deviceTopicPrefix = "device:" // + device id: device lifecycle, payload deviceDeleted or credentialsChanged
 )
 
-const deviceDeleted = "deleted"
+// Payloads of the device lifecycle topic.
+const (
+	deviceDeleted = "deleted"
+	// credentialsChanged ends open polls with 408, as ThingsBoard closes the
+	// device's sessions: the device polls again with its new token.
+	credentialsChanged = "credentials"
+)
 
 // ErrDeviceDeleted ends a poll whose device was deleted while it waited (403, as
 // ThingsBoard answers "Device was deleted!").
@@ -45,7 +51,7 @@ func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, t
 // call starts is never missed.
 func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string, timeout time.Duration) ([]byte, bool, error) {
 	got := make(chan []byte, 1)
-	gone := make(chan struct{}, 1)
+	gone := make(chan string, 1)
 	// The callbacks run on the notifier's delivery goroutine: never block it.
 	cancelMsg := e.cfg.Notifier.Subscribe(topic, func(msg []byte) {
 		select {
@@ -55,9 +61,9 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 	})
 	defer cancelMsg()
 	cancelDev := e.cfg.Notifier.Subscribe(deviceTopic(deviceID), func(msg []byte) {
-		if string(msg) == deviceDeleted {
+		if why := string(msg); why == deviceDeleted || why == credentialsChanged {
 			select {
-			case gone <- struct{}{}:
+			case gone <- why:
 			default:
 			}
 		}
@@ -71,8 +77,11 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 	select {
 	case msg := <-got:
 		return msg, true, nil
-	case <-gone:
-		return nil, false, ErrDeviceDeleted
+	case why := <-gone:
+		if why == deviceDeleted {
+			return nil, false, ErrDeviceDeleted
+		}
+		return nil, false, nil // credentialsChanged: 408
 	case <-t.C:
 		return nil, false, nil
 	case <-ctx.Done():
