@@ -32,7 +32,7 @@ func (s *Store) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope st
 	if err := s.rdb.HSet(ctx, s.attrKey(entityID, scope), args...).Err(); err != nil {
 		return fail(fmt.Sprintf("save attributes of %s", entityID), err)
 	}
-	return s.synced(ctx)
+	return nil
 }
 
 // GetAttributes returns the attributes of keys that exist (all with keys == nil),
@@ -75,9 +75,6 @@ func (s *Store) DeleteAttributes(ctx context.Context, entityID uuid.UUID, scope 
 		}
 	}
 	slices.Sort(deleted)
-	if err := s.synced(ctx); err != nil {
-		return nil, err
-	}
 	return deleted, nil
 }
 
@@ -93,7 +90,7 @@ func (s *Store) DeleteEntityAttributes(ctx context.Context, entityID uuid.UUID) 
 	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
 		return fail(fmt.Sprintf("delete attributes of %s", entityID), err)
 	}
-	return s.synced(ctx)
+	return nil
 }
 
 // An attribute is stored as its kv.Type (1 byte), its Ts (8 bytes, big endian),

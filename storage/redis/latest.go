@@ -67,7 +67,7 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) error {
 	if err != nil {
 		return fail("update latest values", err)
 	}
-	return s.synced(ctx)
+	return nil
 }
 
 // LatestValues returns the latest value of each of keys that exists, in the order
@@ -111,5 +111,5 @@ func (s *Store) DeleteLatest(ctx context.Context, entityID uuid.UUID, keys []str
 	if err != nil {
 		return fail(fmt.Sprintf("delete latest values of %s", entityID), err)
 	}
-	return s.synced(ctx)
+	return nil
 }

@@ -18,7 +18,9 @@
 // of a kind. That keeps unique indexes exact without cross-slot transactions.
 //
 // Durability is the server's: "Durable when it returns nil" holds with
-// appendonly yes and appendfsync always (or with Options.WaitAOF on Redis 7.2+).
+// appendonly yes and appendfsync always (configs/production.yaml). WAITAOF is not
+// used: it waits for the writes of its own connection, and the pool may send it on
+// another one; Debian's Redis 7.0 lacks it anyway.
 package redis
 
 import (
@@ -48,19 +50,15 @@ type Options struct {
 	DB int
 	// Prefix starts every key; it must not contain '{' or '}'. Default "sluice:".
 	Prefix string
-	// WaitAOF makes every write wait until the local AOF is fsynced (WAITAOF,
-	// Redis 7.2+ with appendonly yes).
-	WaitAOF bool
 	// DialTimeout bounds connecting; 0 means 5s.
 	DialTimeout time.Duration
 }
 
 // Store is the Redis back end. It is safe for concurrent use.
 type Store struct {
-	rdb     goredis.UniversalClient
-	prefix  string
-	waitAOF bool
-	closed  atomic.Bool
+	rdb    goredis.UniversalClient
+	prefix string
+	closed atomic.Bool
 }
 
 var (
@@ -98,7 +96,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("cannot connect to redis at %v: %w: %w", opts.Addrs, storage.ErrUnavailable, err)
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, waitAOF: opts.WaitAOF}, nil
+	return &Store{rdb: rdb, prefix: opts.Prefix}, nil
 }
 
 // Close releases the connections. Calls after Close return storage.ErrUnavailable.
@@ -123,17 +121,6 @@ func fail(what string, err error) error {
 		return fmt.Errorf("redis: cannot %s: %w: %w", what, storage.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redis: cannot %s: %w", what, err)
-}
-
-// synced waits for the AOF fsync when Options.WaitAOF asks for it.
-func (s *Store) synced(ctx context.Context) error {
-	if !s.waitAOF {
-		return nil
-	}
-	if err := s.rdb.Do(ctx, "WAITAOF", 1, 0, 0).Err(); err != nil {
-		return fail("wait for the AOF fsync", err)
-	}
-	return nil
 }
 
 // Keys; see the package comment.
@@ -198,5 +185,5 @@ func (s *Store) SharedValue(ctx context.Context, name string, gen func() []byte)
 	if err != nil {
 		return nil, fail("read shared value "+name, err)
 	}
-	return v, s.synced(ctx)
+	return v, nil
 }
