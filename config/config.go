@@ -67,6 +67,9 @@ type ClickHouse struct {
 	CHUser     string `yaml:"user" env:"CLICKHOUSE_USER"`
 	CHPassword string `yaml:"password" env:"CLICKHOUSE_PASSWORD"`
 	CHDatabase string `yaml:"database" env:"CLICKHOUSE_DATABASE"`
+	// CHCluster names a cluster of the servers' remote_servers to shard the
+	// telemetry over; empty means one server (storage/clickhouse/cluster.go).
+	CHCluster string `yaml:"cluster" env:"CLICKHOUSE_CLUSTER"`
 }
 
 // Redis is the production state store and notification bus.
@@ -312,6 +315,14 @@ func (c Config) Validate() error {
 	}
 	if c.ClickHouse.CHDatabase == "" {
 		bad("CLICKHOUSE_DATABASE", "must not be empty")
+	}
+	if c.ClickHouse.CHCluster != "" {
+		if c.ClickHouse.CHAddr == "" {
+			bad("CLICKHOUSE_CLUSTER", "needs CLICKHOUSE_ADDR (a server of the cluster)")
+		}
+		if strings.Trim(c.ClickHouse.CHCluster, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != "" {
+			bad("CLICKHOUSE_CLUSTER", "must be a cluster name of remote_servers (letters, digits, '_', '-', '.'), got %q", c.ClickHouse.CHCluster)
+		}
 	}
 	if c.Spool.SpoolMaxBytes <= 0 {
 		bad("SLUICE_SPOOL_MAX_BYTES", "must be positive, got %d", c.Spool.SpoolMaxBytes)

@@ -62,6 +62,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*bac
 		Database: cfg.ClickHouse.CHDatabase,
 		Username: cfg.ClickHouse.CHUser,
 		Password: cfg.ClickHouse.CHPassword,
+		Cluster:  cfg.ClickHouse.CHCluster,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot use ClickHouse at %s (CLICKHOUSE_ADDR): %w", cfg.ClickHouse.CHAddr, err)

@@ -3,6 +3,8 @@
 // storage.Telemetry only; compose it with an Entities and Attributes back end
 // (storage/redis) through storage/split. The SQL runs on ClickHouse 18.16 (the CI
 // version) and on current releases; the table layout is described in schema.go.
+// With Options.Cluster the tables are sharded over a ClickHouse cluster by
+// device (cluster.go).
 package clickhouse
 
 import (
@@ -32,14 +34,20 @@ type Options struct {
 	DialTimeout time.Duration
 	// MaxOpenConns caps the connection pool; 0 means 16.
 	MaxOpenConns int
+	// Cluster names a cluster of the servers' remote_servers: the tables are
+	// sharded over it (see cluster.go). Empty means one server, as Addrs names.
+	Cluster string
 }
 
 // Store is the ClickHouse telemetry back end. It is safe for concurrent use.
 type Store struct {
-	conn   driver.Conn
-	db     string // quoted database name, used to qualify every table
-	clock  clock
-	closed atomic.Bool
+	conn    driver.Conn
+	opts    Options
+	db      string   // quoted database name, used to qualify every table
+	cluster string   // Options.Cluster
+	servers []string // on a cluster: host:port of every server, where the local tables are
+	clock   clock
+	closed  atomic.Bool
 }
 
 var _ storage.Telemetry = (*Store)(nil)
@@ -47,7 +55,8 @@ var _ storage.Telemetry = (*Store)(nil)
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Open connects, creates the database when missing and applies the schema
-// migrations it has not applied yet (see schema.go).
+// migrations it has not applied yet (see schema.go): on a cluster, on every
+// server of it (see cluster.go).
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if len(opts.Addrs) == 0 {
 		opts.Addrs = []string{"127.0.0.1:9000"}
@@ -67,29 +76,51 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxOpenConns <= 0 {
 		opts.MaxOpenConns = 16
 	}
-	conn, err := ch.Open(&ch.Options{
-		Protocol: ch.Native, // the HTTP interface of the driver fails on 18.16
-		Addr:     opts.Addrs,
-		Auth: ch.Auth{
-			// The session starts in "default": the database may not exist yet.
-			Database: "default",
-			Username: opts.Username,
-			Password: opts.Password,
-		},
-		DialTimeout:  opts.DialTimeout,
-		MaxOpenConns: opts.MaxOpenConns,
-		MaxIdleConns: opts.MaxOpenConns,
-		Compression:  &ch.Compression{Method: ch.CompressionLZ4},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot connect to clickhouse at %v: %w: %w", opts.Addrs, storage.ErrUnavailable, err)
+	if opts.Cluster != "" && !clusterName.MatchString(opts.Cluster) {
+		return nil, fmt.Errorf("clickhouse: cluster name %q must be letters, digits, '_', '-' and '.'", opts.Cluster)
 	}
-	s := &Store{conn: conn, db: "`" + opts.Database + "`"}
-	if err := s.migrate(ctx); err != nil {
+	s := &Store{opts: opts, db: "`" + opts.Database + "`", cluster: opts.Cluster}
+	conn, err := s.dial(opts.Addrs, opts.MaxOpenConns)
+	if err != nil {
+		return nil, err
+	}
+	s.conn = conn
+	if s.cluster == "" {
+		err = s.migrate(ctx, conn)
+	} else {
+		err = s.migrateCluster(ctx)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// dial opens a connection pool to addrs (tried in order).
+func (s *Store) dial(addrs []string, maxConns int) (driver.Conn, error) {
+	o := &ch.Options{
+		Protocol: ch.Native, // the HTTP interface of the driver fails on 18.16
+		Addr:     addrs,
+		Auth: ch.Auth{
+			// The session starts in "default": the database may not exist yet.
+			Database: "default",
+			Username: s.opts.Username,
+			Password: s.opts.Password,
+		},
+		DialTimeout:  s.opts.DialTimeout,
+		MaxOpenConns: maxConns,
+		MaxIdleConns: maxConns,
+		Compression:  &ch.Compression{Method: ch.CompressionLZ4},
+	}
+	if s.cluster != "" {
+		o.Settings = clusterSettings
+	}
+	conn, err := ch.Open(o)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to clickhouse at %v: %w: %w", addrs, storage.ErrUnavailable, err)
+	}
+	return conn, nil
 }
 
 // Close releases the connections. Calls after Close return storage.ErrUnavailable.
@@ -109,14 +140,20 @@ func (s *Store) check() error {
 
 // fail wraps err with what failed. Errors the server answered with (bad SQL, bad
 // data) keep their kind; everything else (refused or dropped connections, a closed
-// pool) is storage.ErrUnavailable so callers know to retry.
+// pool) is storage.ErrUnavailable so callers know to retry, and so are the
+// answers of a server that could not reach another shard of its cluster.
 func fail(what string, err error) error {
 	var ex *ch.Exception
-	if errors.As(err, &ex) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &ex) && !shardUnreachable[ex.Code] || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("clickhouse: cannot %s: %w", what, err)
 	}
 	return fmt.Errorf("clickhouse: cannot %s: %w: %w", what, storage.ErrUnavailable, err)
 }
+
+// shardUnreachable holds the error codes of a Distributed query or insert that
+// could not reach a shard: SOCKET_TIMEOUT, NETWORK_ERROR (an insert),
+// ALL_CONNECTION_TRIES_FAILED (a read).
+var shardUnreachable = map[int32]bool{209: true, 210: true, 279: true}
 
 // table qualifies a table name with the database.
 func (s *Store) table(name string) string { return s.db + "." + name }
@@ -138,10 +175,19 @@ func (c *clock) next(n int) uint64 {
 	}
 }
 
-// Drop deletes the database with all its tables: for tests and decommissioning.
+// Drop deletes the database with all its tables, on every server of the
+// cluster: for tests and decommissioning.
 func (s *Store) Drop(ctx context.Context) error {
 	if err := s.check(); err != nil {
 		return err
+	}
+	if s.cluster != "" {
+		return s.onEveryServer(ctx, "drop database "+s.db, func(conn driver.Conn) error {
+			if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.db); err != nil {
+				return fail("drop database "+s.db, err)
+			}
+			return nil
+		})
 	}
 	if err := s.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.db); err != nil {
 		return fail("drop database "+s.db, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // The tables, created by the migrations below:
@@ -40,12 +42,23 @@ import (
 // RewriteLatest). Tombstones stay until an operator compacts them (a mutation
 // that deletes the covered rows, then drops the tombstones); only keys with one
 // pay for the slower latest read.
+//
+// On a cluster (Options.Cluster) each of these tables is, on every server of the
+// cluster, a local table of the same layout named <table>_local plus a Distributed
+// table <table> over the local tables of all shards (see cluster.go). Every
+// query names <table>, so the SQL is the same on a single server and a cluster.
+//
+// A migration creates {table}, named by table, or alters existing tables; one
+// that alters a sharded table must alter both {db}.<table>_local and
+// {db}.<table> on a cluster (check s.cluster), as ClickHouse does not forward
+// ALTER through a Distributed table.
 var migrations = []struct {
 	version int
 	name    string
+	table   string // the table the migration creates, sharded on a cluster
 	sql     string
 }{
-	{1, "telemetry history", `CREATE TABLE IF NOT EXISTS {db}.telemetry (
+	{1, "telemetry history", "telemetry", `CREATE TABLE IF NOT EXISTS {table} (
 		tenant_id UUID,
 		entity_id UUID,
 		key String,
@@ -60,7 +73,7 @@ var migrations = []struct {
 	) ENGINE = ReplacingMergeTree(ver)
 	PARTITION BY toYYYYMM(toDateTime(intDiv(ts, 1000)))
 	ORDER BY (entity_id, key, ts)`},
-	{2, "latest values", `CREATE TABLE IF NOT EXISTS {db}.telemetry_latest (
+	{2, "latest values", "telemetry_latest", `CREATE TABLE IF NOT EXISTS {table} (
 		tenant_id UUID,
 		entity_id UUID,
 		key String,
@@ -75,7 +88,7 @@ var migrations = []struct {
 		json_v String
 	) ENGINE = ReplacingMergeTree(lver)
 	ORDER BY (entity_id, key)`},
-	{3, "delete tombstones", `CREATE TABLE IF NOT EXISTS {db}.telemetry_deletes (
+	{3, "delete tombstones", "telemetry_deletes", `CREATE TABLE IF NOT EXISTS {table} (
 		entity_id UUID,
 		key String,
 		all_keys UInt8,
@@ -88,13 +101,15 @@ var migrations = []struct {
 }
 
 // migrate applies the migrations newer than the highest version recorded in
-// schema_migrations, in order, recording each. Every statement is idempotent, so
-// two nodes starting at once at worst apply one twice.
-func (s *Store) migrate(ctx context.Context) error {
-	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db); err != nil {
+// schema_migrations, in order, recording each, on conn's server. Every statement
+// is idempotent, so two nodes starting at once at worst apply one twice. On a
+// cluster it runs once per server (see cluster.go), each with its own
+// schema_migrations, so a server added later catches up on the next start.
+func (s *Store) migrate(ctx context.Context, conn driver.Conn) error {
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db); err != nil {
 		return fail("create database "+s.db, err)
 	}
-	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table("schema_migrations")+` (
+	if err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table("schema_migrations")+` (
 		version UInt32,
 		name String,
 		applied_at DateTime DEFAULT now()
@@ -102,19 +117,38 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fail("create schema_migrations", err)
 	}
 	var applied uint32
-	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM "+s.table("schema_migrations")).Scan(&applied); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+s.table("schema_migrations")).Scan(&applied); err != nil {
 		return fail("read schema version", err)
 	}
 	for _, m := range migrations {
 		if uint32(m.version) <= applied {
 			continue
 		}
-		if err := s.conn.Exec(ctx, strings.ReplaceAll(m.sql, "{db}", s.db)); err != nil {
-			return fail(fmt.Sprintf("apply migration %d (%s)", m.version, m.name), err)
+		for _, stmt := range s.statements(m.table, m.sql) {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return fail(fmt.Sprintf("apply migration %d (%s)", m.version, m.name), err)
+			}
 		}
-		if err := s.insertRow(ctx, "schema_migrations", " (version, name)", uint32(m.version), m.name); err != nil {
+		if err := insertRow(ctx, conn, s.table("schema_migrations"), " (version, name)", uint32(m.version), m.name); err != nil {
 			return fail(fmt.Sprintf("record migration %d", m.version), err)
 		}
 	}
 	return nil
+}
+
+// statements expands a migration: on a single server {table} is the table itself;
+// on a cluster it is the local table, followed by the Distributed table over it.
+func (s *Store) statements(table, sql string) []string {
+	sql = strings.ReplaceAll(sql, "{db}", s.db)
+	if table == "" {
+		return []string{sql}
+	}
+	if s.cluster == "" {
+		return []string{strings.ReplaceAll(sql, "{table}", s.table(table))}
+	}
+	local := s.table(table + localSuffix)
+	return []string{
+		strings.ReplaceAll(sql, "{table}", local),
+		"CREATE TABLE IF NOT EXISTS " + s.table(table) + " AS " + local + " " + s.distributed(table),
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/kv"
@@ -80,10 +81,16 @@ func (s *Store) insert(ctx context.Context, table, columns string, c *columns, l
 	return nil
 }
 
-// insertRow inserts one row. Inserts go through batches: 18.16 waits for a data
-// block after an INSERT … VALUES sent as a plain query and never answers.
+// insertRow inserts one row.
 func (s *Store) insertRow(ctx context.Context, table, columns string, values ...any) error {
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(table)+columns)
+	return insertRow(ctx, s.conn, s.table(table), columns, values...)
+}
+
+// insertRow inserts one row into the qualified table over conn. Inserts go
+// through batches: 18.16 waits for a data block after an INSERT … VALUES sent
+// as a plain query and never answers.
+func insertRow(ctx context.Context, conn driver.Conn, table, columns string, values ...any) error {
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+columns)
 	if err != nil {
 		return fail("prepare insert into "+table, err)
 	}
