@@ -75,6 +75,9 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		return nil, err
 	}
 	d.DeviceProfileID, d.Type = prof.ID, prof.Name
+	if err := e.checkOtaAssignment(ctx, tenant, prof.ID.ID, &d.FirmwareID, &d.SoftwareID); err != nil {
+		return nil, err
+	}
 	if len(d.DeviceData) == 0 || string(d.DeviceData) == "null" {
 		d.DeviceData = defaultDeviceData
 	}
@@ -96,7 +99,10 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		return nil, err
 	}
 	if old != nil {
-		return &d, e.evictDevice(ctx, d.ID.ID)
+		if err := e.evictDevice(ctx, d.ID.ID); err != nil {
+			return nil, err
+		}
+		return &d, e.otaDeviceSaved(ctx, old, &d) // OTA state follows a changed firmwareId/softwareId or profile
 	}
 	// The device is written first so that a crash leaves a device without a token
 	// (repaired by SaveDeviceCredentials), never a token without a device.
@@ -106,7 +112,7 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		}
 		return nil, err
 	}
-	return &d, nil
+	return &d, e.otaDeviceSaved(ctx, nil, &d)
 }
 
 // checkDeviceCustomer normalises the customer of d and checks it is one of tenant's.
@@ -192,6 +198,12 @@ func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 		return err
 	}
 	if err := e.removeEntityData(ctx, id); err != nil {
+		return err
+	}
+	if err := e.removeDeviceRPCs(ctx, id); err != nil {
+		return err
+	}
+	if err := e.dropClaim(ctx, id); err != nil {
 		return err
 	}
 	if err := e.deleteRecord(ctx, kindDevice, id); err != nil && !errors.Is(err, storage.ErrNotFound) {

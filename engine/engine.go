@@ -86,6 +86,10 @@ type Engine struct {
 	logins *loginGuard
 	// polls counts the device long polls waiting on this node (see push.go).
 	polls atomic.Int64
+	// otaCache keeps recently read OTA package chunks (see otadata.go).
+	otaCache chunkCache
+	// rpcLocks serialise RPC request id allocation per device (see rpc.go).
+	rpcLocks rpcLocks
 }
 
 // New returns an engine over store.

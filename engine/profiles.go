@@ -159,10 +159,14 @@ func (e *Engine) SaveDeviceProfile(ctx context.Context, p *Principal, in *Device
 		dp.Default = err != nil
 	}
 	fillProfileDefaults(&dp)
+	prev, err := e.checkProfileOta(ctx, &dp)
+	if err != nil {
+		return nil, err
+	}
 	if err := e.putProfile(ctx, &dp); err != nil {
 		return nil, err
 	}
-	return &dp, nil
+	return &dp, e.otaProfileSaved(ctx, prev, &dp) // devices without their own package follow the profile's
 }
 
 // fillProfileDefaults gives the fields a client may leave out ThingsBoard's defaults.

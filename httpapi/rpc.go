@@ -1,6 +1,150 @@
 package httpapi
 
-import "github.com/fasthttp/router"
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/engine"
+)
+
+// maxRPCReply is the largest device reply to an RPC (ThingsBoard's
+// transport.http.max_payload_size for /api/v1/*/rpc/**).
+const maxRPCReply = 64 << 10
 
 // rpcRoutes registers server-side RPC: REST calls to devices, the device's RPC poll and replies, persistent RPC (compat §2).
-func (s *Server) rpcRoutes(r *router.Router) {}
+func (s *Server) rpcRoutes(r *router.Router) {
+	r.GET("/api/v1/{token}/rpc", s.getRPCRequest)
+	r.POST("/api/v1/{token}/rpc/{requestId}", s.postRPCReply)
+
+	r.POST("/api/rpc/oneway/{deviceId}", s.authed(s.callRPC(true, false)))
+	r.POST("/api/rpc/twoway/{deviceId}", s.authed(s.callRPC(false, false)))
+	r.POST("/api/plugins/rpc/oneway/{deviceId}", s.authed(s.callRPC(true, true)))
+	r.POST("/api/plugins/rpc/twoway/{deviceId}", s.authed(s.callRPC(false, true)))
+
+	r.GET("/api/rpc/persistent/{rpcId}", s.authed(s.getPersistentRPC))
+	r.DELETE("/api/rpc/persistent/{rpcId}", s.authed(s.deletePersistentRPC))
+	r.GET("/api/rpc/persistent/device/{deviceId}", s.authed(s.persistentRPCs))
+}
+
+// getRPCRequest is the device's RPC long poll (compat §1.5): 200 with the oldest
+// pending RPC, 408 with an empty body at timeout.
+func (s *Server) getRPCRequest(ctx *fasthttp.RequestCtx) {
+	timeout, ok := s.pollTimeout(ctx)
+	if !ok {
+		return
+	}
+	dev, ok := s.device(ctx)
+	if !ok {
+		return
+	}
+	body, ok, err := s.eng.WaitRPC(s.polls, dev.UUID(), timeout)
+	s.answerPoll(ctx, body, ok, err)
+}
+
+// postRPCReply takes the device's reply to RPC {requestId} (compat §1.6): 200 with
+// an empty body, also for a stale id.
+func (s *Server) postRPCReply(ctx *fasthttp.RequestCtx) {
+	raw := pathParam(ctx, "requestId")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Failed to convert value of type 'java.lang.String' to required type 'java.lang.Integer'; For input string: \""+raw+"\"")
+		return
+	}
+	if len(ctx.PostBody()) > maxRPCReply {
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
+			"Payload size exceeds the limit of "+itoa(maxRPCReply)+" bytes")
+		return
+	}
+	dev, ok := s.device(ctx)
+	if !ok {
+		return
+	}
+	s.done(ctx, s.eng.ReplyRPC(s.ctx, dev.UUID(), id, ctx.PostBody()))
+}
+
+// callRPC sends a server-side RPC and answers its outcome (compat §2). The wait
+// uses s.polls, so a node shutting down ends it with 503.
+func (s *Server) callRPC(oneway, v1 bool) func(*fasthttp.RequestCtx, *engine.Principal) {
+	return func(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+		id, ok := s.pathID(ctx, "deviceId")
+		if !ok {
+			return
+		}
+		var req engine.RPCRequest
+		if !s.readJSON(ctx, &req) {
+			return
+		}
+		res, err := s.eng.CallRPC(s.polls, p, id, oneway, &req)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Node is shutting down, retry")
+				return
+			}
+			s.fail(ctx, err)
+			return
+		}
+		s.answerRPC(ctx, res, v1)
+	}
+}
+
+// answerRPC writes an RPC outcome as ThingsBoard's RpcV2Controller (V1: 409 and
+// 408 instead of the two 504s); error statuses have an empty body.
+func (s *Server) answerRPC(ctx *fasthttp.RequestCtx, res engine.RPCResult, v1 bool) {
+	status := fasthttp.StatusOK
+	switch res.Outcome {
+	case engine.RPCPersisted:
+		s.writeJSON(ctx, map[string]string{"rpcId": res.ID.String()})
+		return
+	case engine.RPCDone:
+		if len(res.Reply) > 0 {
+			ctx.SetContentType("application/json")
+			ctx.SetBody(res.Reply)
+			return
+		}
+	case engine.RPCBadReply:
+		status = fasthttp.StatusNotAcceptable
+	case engine.RPCNotDelivered:
+		status = fasthttp.StatusGatewayTimeout
+		if v1 {
+			status = fasthttp.StatusConflict
+		}
+	case engine.RPCNoReply:
+		status = fasthttp.StatusGatewayTimeout
+		if v1 {
+			status = fasthttp.StatusRequestTimeout
+		}
+	}
+	ctx.SetStatusCode(status)
+	ctx.Response.Header.SetNoDefaultContentType(true)
+}
+
+func (s *Server) getPersistentRPC(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "rpcId"); ok {
+		v, err := s.eng.GetPersistentRPC(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deletePersistentRPC(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "rpcId"); ok {
+		s.done(ctx, s.eng.DeletePersistentRPC(s.ctx, p, id))
+	}
+}
+
+// persistentRPCs is a page of a device's persistent RPCs, optionally of one
+// rpcStatus.
+func (s *Server) persistentRPCs(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "deviceId")
+	if !ok {
+		return
+	}
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListPersistentRPCs(s.ctx, p, id, string(ctx.QueryArgs().Peek("rpcStatus")), pl)
+		s.respond(ctx, v, err)
+	}
+}

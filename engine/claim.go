@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"math"
+
+	"github.com/bytedance/sonic"
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// Device claiming (compat §1.8, §3). A device opens a claiming window with a
+// secret key (RegisterClaim); a customer user who knows the device's name and
+// the key claims it within the window (ClaimDevice) and the device is assigned
+// to the user's customer. The window is a "claim" record in storage.Entities, so
+// every node sees it; its unique value "device:<id>" makes a second registration
+// while one is open a no-op (ThingsBoard's cache putIfAbsent). A tenant may
+// instead set the server attribute claimingData {"secretKey","expirationTime"}
+// (server-side claiming); the device-side record wins when both exist.
+
+const kindClaim = "claim"
+
+// Server attributes of claiming, named as in ThingsBoard.
+const (
+	claimingAllowedKey = "claimingAllowed"
+	claimingDataKey    = "claimingData"
+)
+
+// Outcomes of ClaimDevice (ThingsBoard's ClaimResponse).
+const (
+	ClaimSuccess = "SUCCESS"
+	ClaimFailure = "FAILURE"
+	ClaimClaimed = "CLAIMED"
+)
+
+// ClaimResult is the outcome of ClaimDevice: Device is set only on ClaimSuccess.
+type ClaimResult struct {
+	Device   *Device `json:"device"`
+	Response string  `json:"response"`
+}
+
+var (
+	errAlreadyClaimed  = &Error{Code: CodeBadRequestParams, Msg: "Device is already claimed by a customer!"}
+	errClaimNotAllowed = &Error{Code: CodeBadRequestParams, Msg: "Claiming is not allowed for this device: the server attribute claimingAllowed is not true"}
+)
+
+// claimRecord is an open claiming window. The secret key is kept as its SHA-256
+// (hex), never in clear.
+type claimRecord struct {
+	ID             uuid.UUID `json:"id"`
+	DeviceID       uuid.UUID `json:"deviceId"`
+	SecretHash     string    `json:"secretHash"`
+	ExpirationTime int64     `json:"expirationTime"` // unix ms
+}
+
+func claimDeviceKey(device uuid.UUID) string { return "device:" + device.String() }
+
+// secretHash is the SHA-256 of a secret key, in hex.
+func secretHash(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// sameSecret compares two secret hashes in constant time. Hashing first keeps
+// the length of the secret out of the timing too. "Both empty" is equality.
+func sameSecret(hashA, hashB string) bool {
+	return subtle.ConstantTimeCompare([]byte(hashA), []byte(hashB)) == 1
+}
+
+// RegisterClaim opens a claiming window for dev with secretKey, valid for
+// durationMs milliseconds (≤ 0: Config.ClaimDuration). A window still open is kept as it is (a
+// second request does not change its key or end); an expired one is replaced.
+// An assigned device is errAlreadyClaimed; with Config.ClaimNotByDefault a device
+// without the server attribute claimingAllowed=true is errClaimNotAllowed.
+func (e *Engine) RegisterClaim(ctx context.Context, dev *Device, secretKey string, durationMs int64) error {
+	// Read the device again: the token cache may hold it from before an assignment.
+	d, err := e.loadDevice(ctx, dev.UUID())
+	if err != nil {
+		return ifNotFound(err, errInvalidToken)
+	}
+	if !isNull(d.CustomerID.ID) {
+		return errAlreadyClaimed
+	}
+	if e.cfg.ClaimNotByDefault {
+		allowed, err := e.claimingAllowed(ctx, d.UUID())
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			return errClaimNotAllowed
+		}
+	}
+	if durationMs <= 0 {
+		durationMs = e.cfg.ClaimDuration.Milliseconds()
+	}
+	now := e.now().UnixMilli()
+	rec := claimRecord{ID: newID(), DeviceID: d.UUID(), SecretHash: secretHash(secretKey),
+		ExpirationTime: addMillis(now, durationMs)}
+	old, err := lookupRecord[claimRecord](ctx, e, kindClaim, claimDeviceKey(d.UUID()))
+	switch {
+	case err == nil && now <= old.ExpirationTime:
+		return nil
+	case err == nil:
+		if err := e.deleteRecord(ctx, kindClaim, old.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	case !errors.Is(err, storage.ErrNotFound):
+		return err
+	}
+	err = e.putRecord(ctx, kindClaim, rec.ID, d.TenantID(), &rec, claimDeviceKey(d.UUID()))
+	if errors.Is(err, storage.ErrConflict) {
+		return nil // a concurrent request opened a window first: it stands
+	}
+	return err
+}
+
+// addMillis is now+d, saturating instead of overflowing for absurd durations.
+func addMillis(now, d int64) int64 {
+	if d > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + d
+}
+
+// claimingAllowed reports whether the server attribute claimingAllowed is the
+// boolean true.
+func (e *Engine) claimingAllowed(ctx context.Context, device uuid.UUID) (bool, error) {
+	attrs, err := e.store.GetAttributes(ctx, device, storage.ServerScope, []string{claimingAllowedKey})
+	if err != nil {
+		return false, err
+	}
+	return len(attrs) == 1 && attrs[0].Value.Type == kv.Bool && attrs[0].Value.Bool, nil
+}
+
+// ClaimDevice lets a customer user claim the device of that name in its tenant
+// with secretKey. An unknown name is ErrNotFound. The result is ClaimClaimed when
+// the device already belongs to a customer; ClaimFailure when no window is open,
+// it has expired or the key differs (a failed attempt ends a device-side window,
+// as in ThingsBoard, so a key cannot be guessed by repeated tries); otherwise
+// the device is assigned to the user's customer, the window and the server
+// attributes claimingAllowed and claimingData are removed, and the result is
+// ClaimSuccess with the device.
+func (e *Engine) ClaimDevice(ctx context.Context, p *Principal, deviceName, secretKey string) (*ClaimResult, error) {
+	if err := requireRole(p, CustomerUser); err != nil {
+		return nil, err
+	}
+	d, err := lookupRecord[Device](ctx, e, kindDevice, deviceNameKey(p.TenantID, deviceName))
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if !isNull(d.CustomerID.ID) {
+		return &ClaimResult{Response: ClaimClaimed}, nil
+	}
+	rec, err := e.claimWindow(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return &ClaimResult{Response: ClaimFailure}, nil
+	}
+	valid := e.now().UnixMilli() <= rec.ExpirationTime && sameSecret(rec.SecretHash, secretHash(secretKey))
+	if rec.ID != uuid.Nil {
+		// Consuming the record is what makes one claimer win a race: only one
+		// Delete finds it.
+		err := e.deleteRecord(ctx, kindClaim, rec.ID)
+		if errors.Is(err, storage.ErrNotFound) {
+			return &ClaimResult{Response: ClaimFailure}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !valid {
+		return &ClaimResult{Response: ClaimFailure}, nil
+	}
+	if err := e.putDeviceCustomer(ctx, d, newEntityID(EntityCustomer, p.CustomerID)); err != nil {
+		return nil, err
+	}
+	if _, err := e.store.DeleteAttributes(ctx, d.UUID(), storage.ServerScope, []string{claimingAllowedKey, claimingDataKey}); err != nil {
+		return nil, err
+	}
+	return &ClaimResult{Device: d, Response: ClaimSuccess}, nil
+}
+
+// claimWindow returns the device-side window of d, else the one of its server
+// attribute claimingData (with a zero ID), else nil. A claimingData that does
+// not parse is no window.
+func (e *Engine) claimWindow(ctx context.Context, d *Device) (*claimRecord, error) {
+	rec, err := lookupRecord[claimRecord](ctx, e, kindClaim, claimDeviceKey(d.UUID()))
+	if err == nil {
+		return rec, nil
+	}
+	if !errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
+	attrs, err := e.store.GetAttributes(ctx, d.UUID(), storage.ServerScope, []string{claimingDataKey})
+	if err != nil || len(attrs) == 0 {
+		return nil, err
+	}
+	v := attrs[0].Value
+	if v.Type != kv.JSON && v.Type != kv.String {
+		return nil, nil
+	}
+	var data struct {
+		SecretKey      string `json:"secretKey"`
+		ExpirationTime int64  `json:"expirationTime"`
+	}
+	if err := sonic.UnmarshalString(v.Str, &data); err != nil {
+		// Not the parser's error: it quotes the text, which holds the secret key.
+		e.cfg.Logger.Warn("server attribute claimingData is not {\"secretKey\",\"expirationTime\"}; the device cannot be claimed with it",
+			"device", d.UUID())
+		return nil, nil
+	}
+	return &claimRecord{DeviceID: d.UUID(), SecretHash: secretHash(data.SecretKey), ExpirationTime: data.ExpirationTime}, nil
+}
+
+// ReclaimDevice gives the device of that name back: it becomes unassigned and
+// any open claiming window ends; with Config.ClaimNotByDefault the server
+// attribute claimingAllowed is set to true again so it can be claimed anew.
+// Tenant admins may reclaim any device of their tenant, customer users only
+// their customer's devices. An unassigned device only loses its window.
+func (e *Engine) ReclaimDevice(ctx context.Context, p *Principal, deviceName string) error {
+	if err := requireRole(p, TenantAdmin, CustomerUser); err != nil {
+		return err
+	}
+	d, err := lookupRecord[Device](ctx, e, kindDevice, deviceNameKey(p.TenantID, deviceName))
+	if err != nil {
+		return notFound(err)
+	}
+	if p.Authority == CustomerUser && d.CustomerID.ID != p.CustomerID {
+		return ErrPermissionDenied
+	}
+	if err := e.dropClaim(ctx, d.UUID()); err != nil {
+		return err
+	}
+	if isNull(d.CustomerID.ID) {
+		return nil
+	}
+	if err := e.putDeviceCustomer(ctx, d, newEntityID(EntityCustomer, NullUUID)); err != nil {
+		return err
+	}
+	if !e.cfg.ClaimNotByDefault {
+		return nil
+	}
+	return e.SaveAttributes(ctx, d.UUID(), storage.ServerScope,
+		[]kv.Entry{{Key: claimingAllowedKey, Value: kv.BoolValue(true)}})
+}
+
+// dropClaim ends the device-side claiming window of a device, if any. Device
+// deletion calls it so no window outlives its device.
+func (e *Engine) dropClaim(ctx context.Context, device uuid.UUID) error {
+	rec, err := lookupRecord[claimRecord](ctx, e, kindClaim, claimDeviceKey(device))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.deleteRecord(ctx, kindClaim, rec.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return nil
+}

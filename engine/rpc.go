@@ -1,0 +1,637 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// Server-side RPC (compat §1.5, §1.6, §2). Every RPC, lightweight or persistent,
+// is a record of kind "rpc" owned by its device, so a device polling any node
+// finds what a REST call on any other node queued. Nodes tell each other about
+// changes through the notifier, never by waiting on storage:
+//
+//   - "rpcqueued:<device>": an RPC was queued; open polls of the device list again.
+//   - "rpcdone:<rpc id>": a lightweight RPC was delivered or answered; the REST call
+//     waiting for it reads its record.
+//
+// Timeouts are not written: a record past its expirationTime reads as EXPIRED
+// (never delivered) or TIMEOUT (delivered, no reply), so no timer on any node
+// races with a device's reply.
+const (
+	kindRPC      = "rpc"
+	kindRPCClaim = "rpcClaim" // the unique "sent:<rpc id>": one poll delivers an RPC
+	kindRPCSeq   = "rpcSeq"   // per device: the next integer request id
+
+	rpcQueuedTopicPrefix = "rpcqueued:"
+	rpcDoneTopicPrefix   = "rpcdone:"
+)
+
+// EntityRPC is the entity type of persistent RPC ids.
+const EntityRPC = "RPC"
+
+// RPC statuses (ThingsBoard's RpcStatus). Sluice never stores SENT (an HTTP poll
+// is delivered when it is answered) and deletes a record instead of marking it
+// DELETED.
+const (
+	RPCQueued     = "QUEUED"
+	RPCSent       = "SENT"
+	RPCDelivered  = "DELIVERED"
+	RPCSuccessful = "SUCCESSFUL"
+	RPCTimeout    = "TIMEOUT"
+	RPCExpired    = "EXPIRED"
+	RPCFailed     = "FAILED"
+	RPCDeleted    = "DELETED"
+)
+
+var rpcStatuses = []string{RPCQueued, RPCSent, RPCDelivered, RPCSuccessful, RPCTimeout, RPCExpired, RPCFailed, RPCDeleted}
+
+const (
+	// rpcReplyGrace is how long after expiry a REST call still waits before it
+	// reads the outcome, so a reply accepted just before expiry on another node
+	// is not missed (ThingsBoard adds the same 1 s).
+	rpcReplyGrace = time.Second
+	// rpcKeep is how long after expiry the record of a lightweight RPC whose REST
+	// call is gone (its node stopped) stays before a poll of the device removes it.
+	rpcKeep = time.Minute
+)
+
+var errRPCNoMethod = &Error{Code: CodeBadRequestParams, Msg: "Invalid request body: 'method' is required"}
+
+func rpcReqKey(device uuid.UUID, reqID int64) string {
+	return "reqid:" + device.String() + "/" + strconv.FormatInt(reqID, 10)
+}
+func rpcClaimKey(rpc uuid.UUID) string              { return "sent:" + rpc.String() }
+func rpcQueuedTopic(device uuid.UUID) string        { return rpcQueuedTopicPrefix + device.String() }
+func rpcDoneTopic(rpc uuid.UUID) string             { return rpcDoneTopicPrefix + rpc.String() }
+func (e *Engine) rpcLock(dev uuid.UUID) *sync.Mutex { return &e.rpcLocks[int(dev[15])%len(e.rpcLocks)] }
+
+// rpcLocks serialise request id allocation per device on this node (striped).
+type rpcLocks [64]sync.Mutex
+
+// RPCRequest is the body of a REST server-side RPC call (compat §2).
+type RPCRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	// Timeout (ms) applies when ExpirationTime (epoch ms) is absent or 0.
+	Timeout        *int64          `json:"timeout"`
+	ExpirationTime *int64          `json:"expirationTime"`
+	Persistent     bool            `json:"persistent"`
+	Retries        *int            `json:"retries"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+}
+
+// rpcRecord is the stored form of an RPC.
+type rpcRecord struct {
+	ID             uuid.UUID       `json:"id"`
+	CreatedTime    int64           `json:"createdTime"`
+	TenantID       uuid.UUID       `json:"tenantId"`
+	DeviceID       uuid.UUID       `json:"deviceId"`
+	ReqID          int64           `json:"reqId"`
+	Oneway         bool            `json:"oneway"`
+	Persistent     bool            `json:"persistent"`
+	ExpirationTime int64           `json:"expirationTime"`
+	Method         string          `json:"method"`
+	Params         json.RawMessage `json:"params"`
+	Retries        *int            `json:"retries,omitempty"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo,omitempty"`
+	Status         string          `json:"status"`
+	// Reply is the device's reply body as it came (any bytes; SUCCESSFUL or FAILED).
+	Reply []byte `json:"reply,omitempty"`
+	// ClaimID is the rpcClaim record of the poll that delivered it.
+	ClaimID uuid.UUID `json:"claimId"`
+}
+
+// status is the status as of now (ms): past its expiry an RPC that was never
+// delivered is EXPIRED, one delivered and not answered TIMEOUT.
+func (r *rpcRecord) status(now int64) string {
+	if now < r.ExpirationTime {
+		return r.Status
+	}
+	switch r.Status {
+	case RPCQueued:
+		return RPCExpired
+	case RPCSent, RPCDelivered:
+		return RPCTimeout
+	}
+	return r.Status
+}
+
+// RPC is a persistent RPC as GET /api/rpc/persistent/{rpcId} answers it
+// (ThingsBoard's Rpc).
+type RPC struct {
+	ID             EntityID        `json:"id"`
+	CreatedTime    int64           `json:"createdTime"`
+	TenantID       EntityID        `json:"tenantId"`
+	DeviceID       EntityID        `json:"deviceId"`
+	ExpirationTime int64           `json:"expirationTime"`
+	Request        RPCRequestInfo  `json:"request"`
+	Response       json.RawMessage `json:"response"`
+	Status         string          `json:"status"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+}
+
+// RPCRequestInfo is the request of an RPC (ThingsBoard's ToDeviceRpcRequest).
+type RPCRequestInfo struct {
+	ID             uuid.UUID       `json:"id"`
+	TenantID       EntityID        `json:"tenantId"`
+	DeviceID       EntityID        `json:"deviceId"`
+	Oneway         bool            `json:"oneway"`
+	ExpirationTime int64           `json:"expirationTime"`
+	Body           RPCBody         `json:"body"`
+	Persisted      bool            `json:"persisted"`
+	Retries        *int            `json:"retries"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+}
+
+// RPCBody is the method and its parameters; Params is JSON text, as ThingsBoard
+// keeps it.
+type RPCBody struct {
+	Method string `json:"method"`
+	Params string `json:"params"`
+}
+
+func (r *rpcRecord) view(now int64) *RPC {
+	tenant, device := newEntityID(EntityTenant, r.TenantID), newEntityID(EntityDevice, r.DeviceID)
+	v := &RPC{
+		ID: newEntityID(EntityRPC, r.ID), CreatedTime: r.CreatedTime, TenantID: tenant, DeviceID: device,
+		ExpirationTime: r.ExpirationTime, Status: r.status(now), AdditionalInfo: r.AdditionalInfo,
+		Request: RPCRequestInfo{
+			ID: r.ID, TenantID: tenant, DeviceID: device, Oneway: r.Oneway, ExpirationTime: r.ExpirationTime,
+			Body: RPCBody{Method: r.Method, Params: string(r.Params)}, Persisted: r.Persistent,
+			Retries: r.Retries, AdditionalInfo: r.AdditionalInfo,
+		},
+	}
+	switch {
+	case r.Status == RPCFailed:
+		v.Response, _ = json.Marshal(string(r.Reply)) // not JSON: kept as a string
+	case r.Status == RPCSuccessful && len(r.Reply) > 0:
+		v.Response = r.Reply
+	}
+	return v
+}
+
+// RPCOutcome says how a REST RPC call ended.
+type RPCOutcome uint8
+
+const (
+	// RPCPersisted: a persistent RPC was stored; RPCResult.ID names it.
+	RPCPersisted RPCOutcome = iota
+	// RPCDone: a one-way RPC was delivered, or a two-way one answered with
+	// RPCResult.Reply (JSON, or empty).
+	RPCDone
+	// RPCBadReply: the device answered with something that is not JSON.
+	RPCBadReply
+	// RPCNotDelivered: no poll of the device took the RPC before it expired.
+	RPCNotDelivered
+	// RPCNoReply: the device took a two-way RPC and did not answer in time.
+	RPCNoReply
+)
+
+// RPCResult is the outcome of CallRPC.
+type RPCResult struct {
+	Outcome RPCOutcome
+	ID      uuid.UUID
+	Reply   []byte
+}
+
+// CallRPC sends an RPC to a device p may see (tenant admin: its tenant's;
+// customer user: its customer's; another tenant's is 403 as GetDevice answers).
+// The RPC expires at req.ExpirationTime when given (> 0), else after
+// max(RPCMinTimeout, req.Timeout or RPCDefaultTimeout). A persistent RPC is
+// stored and RPCPersisted returned at once. Otherwise CallRPC waits for the
+// outcome: a one-way RPC until a poll of the device takes it, a two-way one
+// until the device answers, each at most until expiry (plus rpcReplyGrace).
+// ctx ending ends the wait with ctx.Err() and drops the RPC; once the RPC is
+// queued, storage calls no longer depend on ctx.
+func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, oneway bool, req *RPCRequest) (RPCResult, error) {
+	dev, err := e.GetDevice(ctx, p, deviceID)
+	if err != nil {
+		return RPCResult{}, err
+	}
+	r, err := e.newRPC(dev, oneway, req)
+	if err != nil {
+		return RPCResult{}, err
+	}
+	store := context.WithoutCancel(ctx)
+	if r.Persistent {
+		if err := e.queueRPC(store, r); err != nil {
+			return RPCResult{}, err
+		}
+		return RPCResult{Outcome: RPCPersisted, ID: r.ID}, nil
+	}
+
+	// Subscribed before the RPC exists, so its delivery or reply is never missed.
+	done := make(chan struct{}, 1)
+	cancel := e.cfg.Notifier.Subscribe(rpcDoneTopic(r.ID), func([]byte) {
+		select {
+		case done <- struct{}{}:
+		default:
+		}
+	})
+	defer cancel()
+	if err := e.queueRPC(store, r); err != nil {
+		return RPCResult{}, err
+	}
+	// A lightweight RPC lives as long as its call: whatever the outcome, it goes.
+	defer e.removeRPC(store, r.ID)
+
+	t := time.NewTimer(time.UnixMilli(r.ExpirationTime).Add(rpcReplyGrace).Sub(e.now()))
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			if res, final, err := e.rpcOutcome(store, r.ID, false); err != nil || final {
+				return res, err
+			}
+		case <-t.C:
+			res, _, err := e.rpcOutcome(store, r.ID, true)
+			return res, err
+		case <-ctx.Done():
+			return RPCResult{}, ctx.Err()
+		}
+	}
+}
+
+// newRPC builds the record of a new RPC to dev.
+func (e *Engine) newRPC(dev *Device, oneway bool, req *RPCRequest) (*rpcRecord, error) {
+	if strings.TrimSpace(req.Method) == "" {
+		return nil, errRPCNoMethod
+	}
+	params := []byte("{}")
+	if len(req.Params) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, req.Params); err != nil {
+			return nil, Errorf(CodeBadRequestParams, "Invalid request body")
+		}
+		params = buf.Bytes()
+	}
+	now := e.now()
+	exp := int64(0)
+	if req.ExpirationTime != nil {
+		exp = *req.ExpirationTime
+	}
+	if exp <= 0 {
+		timeout := e.cfg.RPCDefaultTimeout
+		if req.Timeout != nil {
+			timeout = time.Duration(min(*req.Timeout, int64(24*time.Hour/time.Millisecond))) * time.Millisecond
+		}
+		exp = now.Add(max(e.cfg.RPCMinTimeout, timeout)).UnixMilli()
+	}
+	info := req.AdditionalInfo
+	if string(info) == "null" {
+		info = nil
+	}
+	return &rpcRecord{
+		ID: newID(), CreatedTime: now.UnixMilli(), TenantID: dev.TenantID(), DeviceID: dev.UUID(),
+		Oneway: oneway, Persistent: req.Persistent, ExpirationTime: exp,
+		Method: req.Method, Params: params, Retries: req.Retries, AdditionalInfo: info, Status: RPCQueued,
+	}, nil
+}
+
+type rpcSeq struct {
+	Next int64 `json:"next"`
+}
+
+// queueRPC stores a new RPC with the device's next request id and wakes the
+// device's polls on every node. The ids of a device increase: this node
+// allocates them one at a time per device, and the unique index "reqid:" keeps
+// two nodes from ever handing out the same id to two live RPCs.
+func (e *Engine) queueRPC(ctx context.Context, r *rpcRecord) error {
+	mu := e.rpcLock(r.DeviceID)
+	mu.Lock()
+	defer mu.Unlock()
+	next := int64(0)
+	switch seq, err := getRecord[rpcSeq](ctx, e, kindRPCSeq, r.DeviceID); {
+	case err == nil:
+		next = seq.Next
+	case !errors.Is(err, storage.ErrNotFound):
+		return err
+	}
+	for tries := 0; ; tries++ {
+		r.ReqID = next
+		err := e.putRPC(ctx, r)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, storage.ErrConflict) || tries >= 1000 {
+			return err
+		}
+		next++ // taken by an RPC queued on another node meanwhile
+	}
+	if err := e.putRecord(ctx, kindRPCSeq, r.DeviceID, r.DeviceID, rpcSeq{Next: r.ReqID + 1}); err != nil {
+		// The RPC is queued; the unique index still keeps the next id from clashing.
+		e.cfg.Logger.Warn("cannot advance the RPC request id", "device", r.DeviceID, "err", err)
+	}
+	e.publishPush(ctx, rpcQueuedTopic(r.DeviceID), []byte(r.ID.String()))
+	return nil
+}
+
+func (e *Engine) putRPC(ctx context.Context, r *rpcRecord) error {
+	return e.putRecord(ctx, kindRPC, r.ID, r.DeviceID, r, rpcReqKey(r.DeviceID, r.ReqID))
+}
+
+// rpcOutcome reads the outcome of a lightweight RPC; final is false while the
+// RPC may still be delivered or answered. At the deadline every outcome is final.
+func (e *Engine) rpcOutcome(ctx context.Context, id uuid.UUID, deadline bool) (res RPCResult, final bool, err error) {
+	r, err := getRecord[rpcRecord](ctx, e, kindRPC, id)
+	if errors.Is(err, storage.ErrNotFound) { // its device was deleted
+		return RPCResult{Outcome: RPCNotDelivered}, true, nil
+	}
+	if err != nil {
+		return RPCResult{}, true, err
+	}
+	switch r.Status {
+	case RPCSuccessful:
+		return RPCResult{Outcome: RPCDone, Reply: r.Reply}, true, nil
+	case RPCFailed:
+		return RPCResult{Outcome: RPCBadReply}, true, nil
+	case RPCSent, RPCDelivered:
+		return RPCResult{Outcome: RPCNoReply}, deadline, nil
+	}
+	return RPCResult{Outcome: RPCNotDelivered}, deadline, nil
+}
+
+// removeRPC deletes an RPC and the claim of its delivery. Best effort: a record
+// left behind is removed by a later poll of the device (rpcKeep).
+func (e *Engine) removeRPC(ctx context.Context, id uuid.UUID) {
+	r, err := getRecord[rpcRecord](ctx, e, kindRPC, id)
+	if err == nil {
+		err = e.deleteRPC(ctx, r)
+	}
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		e.cfg.Logger.Warn("cannot remove an RPC", "rpc", id, "err", err)
+	}
+}
+
+func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
+	if r.ClaimID != uuid.Nil {
+		if err := e.deleteRecord(ctx, kindRPCClaim, r.ClaimID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	}
+	return e.deleteRecord(ctx, kindRPC, r.ID)
+}
+
+// WaitRPC is the device's RPC poll (compat §1.5): it answers the device's oldest
+// pending RPC at once, or waits up to timeout for one to be queued on any node.
+// The body is {"id":n,"method":"…","params":…} and ok is true; ok is false when
+// timeout passed first. A deletion of the device is ErrDeviceDeleted; ctx ending
+// is ctx.Err(). The wait holds notifier subscriptions only, no storage connection.
+func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
+	wake := make(chan struct{}, 1)
+	// Subscribed before the first look, so an RPC queued after it is never missed.
+	cancel := e.cfg.Notifier.Subscribe(rpcQueuedTopic(deviceID), func([]byte) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer cancel()
+	gone, cancelGone := e.deviceGone(deviceID)
+	defer cancelGone()
+	e.polls.Add(1)
+	defer e.polls.Add(-1)
+
+	store := context.WithoutCancel(ctx)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		body, err := e.takeRPC(store, deviceID)
+		if err != nil || body != nil {
+			return body, body != nil, err
+		}
+		select {
+		case <-wake:
+		case <-gone:
+			return nil, false, ErrDeviceDeleted
+		case <-t.C:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// deviceGone signals when the device is deleted on any node.
+func (e *Engine) deviceGone(deviceID uuid.UUID) (<-chan struct{}, func()) {
+	gone := make(chan struct{}, 1)
+	cancel := e.cfg.Notifier.Subscribe(deviceTopic(deviceID), func(msg []byte) {
+		if string(msg) == deviceDeleted {
+			select {
+			case gone <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return gone, cancel
+}
+
+// takeRPC delivers the device's pending RPC with the lowest request id, if any:
+// it claims it (so one poll on one node delivers it), records it DELIVERED (a
+// one-way RPC SUCCESSFUL) and returns the body for the device. Lightweight
+// records long past expiry, whose REST call is gone, are removed on the way.
+func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error) {
+	all, err := listRecords[rpcRecord](ctx, e, kindRPC, deviceID)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b *rpcRecord) int { return cmp.Compare(a.ReqID, b.ReqID) })
+	now := e.now().UnixMilli()
+	for _, r := range all {
+		if !r.Persistent && now > r.ExpirationTime+rpcKeep.Milliseconds() {
+			if err := e.deleteRPC(ctx, r); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				e.cfg.Logger.Warn("cannot remove an expired RPC", "rpc", r.ID, "err", err)
+			}
+			continue
+		}
+		if r.Status != RPCQueued || now >= r.ExpirationTime {
+			continue
+		}
+		claimed, err := e.claimRPC(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if !claimed {
+			continue // another poll took it
+		}
+		r.Status = RPCDelivered
+		if r.Oneway {
+			r.Status = RPCSuccessful
+		}
+		if err := e.putRPC(ctx, r); err != nil {
+			return nil, err
+		}
+		if r.Oneway && !r.Persistent {
+			e.publishPush(ctx, rpcDoneTopic(r.ID), nil)
+		}
+		return deviceRPCBody(r), nil
+	}
+	return nil, nil
+}
+
+// claimRPC takes the unique "sent:<rpc>" for a new claim record; false when
+// another poll holds it.
+func (e *Engine) claimRPC(ctx context.Context, r *rpcRecord) (bool, error) {
+	id := newID()
+	err := e.putRecord(ctx, kindRPCClaim, id, r.DeviceID, map[string]uuid.UUID{"rpc": r.ID}, rpcClaimKey(r.ID))
+	if errors.Is(err, storage.ErrConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	r.ClaimID = id
+	return true, nil
+}
+
+// deviceRPCBody is {"id":n,"method":"…","params":…}.
+func deviceRPCBody(r *rpcRecord) []byte {
+	buf := make([]byte, 0, 40+len(r.Method)+len(r.Params))
+	buf = append(buf, `{"id":`...)
+	buf = strconv.AppendInt(buf, r.ReqID, 10)
+	buf = append(buf, `,"method":`...)
+	buf = appendJSONString(buf, r.Method)
+	buf = append(buf, `,"params":`...)
+	buf = append(buf, r.Params...)
+	return append(buf, '}')
+}
+
+// ReplyRPC records the device's reply to its RPC reqID (compat §1.6) and wakes the
+// REST call waiting for it on any node. A reply that is not JSON makes the RPC
+// FAILED (the caller gets 406). A stale reply (unknown id, one-way, already
+// answered, expired) is ignored without error, as in ThingsBoard.
+func (e *Engine) ReplyRPC(ctx context.Context, deviceID uuid.UUID, reqID int64, body []byte) error {
+	r, err := lookupRecord[rpcRecord](ctx, e, kindRPC, rpcReqKey(deviceID, reqID))
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if r.Oneway || (r.Status != RPCDelivered && r.Status != RPCSent) || e.now().UnixMilli() >= r.ExpirationTime {
+		e.cfg.Logger.Debug("stale RPC reply ignored", "device", deviceID, "requestId", reqID)
+		return nil
+	}
+	r.Reply = slices.Clone(body)
+	r.Status = RPCSuccessful
+	if len(body) > 0 && !json.Valid(body) {
+		r.Status = RPCFailed
+	}
+	if err := e.putRPC(ctx, r); err != nil {
+		return err
+	}
+	if !r.Persistent {
+		e.publishPush(ctx, rpcDoneTopic(r.ID), nil)
+	}
+	return nil
+}
+
+// persistentRPC loads a persistent RPC whose device p may see.
+func (e *Engine) persistentRPC(ctx context.Context, p *Principal, id uuid.UUID, roles ...string) (*rpcRecord, error) {
+	if err := requireRole(p, roles...); err != nil {
+		return nil, err
+	}
+	r, err := getRecord[rpcRecord](ctx, e, kindRPC, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if !r.Persistent {
+		return nil, ErrNotFound
+	}
+	d, err := e.loadDevice(ctx, r.DeviceID)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if !e.canSeeDevice(p, d) {
+		return nil, ErrPermissionDenied
+	}
+	return r, nil
+}
+
+// GetPersistentRPC returns a persistent RPC to a tenant admin of its tenant or a
+// customer user of its device's customer.
+func (e *Engine) GetPersistentRPC(ctx context.Context, p *Principal, id uuid.UUID) (*RPC, error) {
+	r, err := e.persistentRPC(ctx, p, id, TenantAdmin, CustomerUser)
+	if err != nil {
+		return nil, err
+	}
+	return r.view(e.now().UnixMilli()), nil
+}
+
+// DeletePersistentRPC deletes a persistent RPC of p's tenant (tenant admins
+// only); a pending one is then never delivered.
+func (e *Engine) DeletePersistentRPC(ctx context.Context, p *Principal, id uuid.UUID) error {
+	r, err := e.persistentRPC(ctx, p, id, TenantAdmin)
+	if err != nil {
+		return err
+	}
+	return notFound(e.deleteRPC(ctx, r))
+}
+
+var rpcPages = pageSpec[*RPC]{
+	text: func(r *RPC) string { return r.Request.Body.Method },
+	keys: map[string]func(*RPC) sortKey{
+		"createdTime":    func(r *RPC) sortKey { return numKey(r.CreatedTime) },
+		"expirationTime": func(r *RPC) sortKey { return numKey(r.ExpirationTime) },
+		"status":         func(r *RPC) sortKey { return strKey(r.Status) },
+	},
+}
+
+// ListPersistentRPCs returns a page of the persistent RPCs of a device p may see,
+// only those of status when it is not empty. textSearch matches the method.
+func (e *Engine) ListPersistentRPCs(ctx context.Context, p *Principal, deviceID uuid.UUID, status string, pl PageLink) (PageData[*RPC], error) {
+	switch {
+	case status == RPCDeleted:
+		return PageData[*RPC]{}, Errorf(CodeBadRequestParams, "RpcStatus: DELETED")
+	case status != "" && !slices.Contains(rpcStatuses, status):
+		return PageData[*RPC]{}, Errorf(CodeBadRequestParams, "Invalid rpcStatus: %s", status)
+	}
+	if _, err := e.GetDevice(ctx, p, deviceID); err != nil {
+		return PageData[*RPC]{}, err
+	}
+	all, err := listRecords[rpcRecord](ctx, e, kindRPC, deviceID)
+	if err != nil {
+		return PageData[*RPC]{}, err
+	}
+	now := e.now().UnixMilli()
+	views := make([]*RPC, 0, len(all))
+	for _, r := range all {
+		if v := r.view(now); r.Persistent && (status == "" || v.Status == status) {
+			views = append(views, v)
+		}
+	}
+	return makePage(views, pl, rpcPages)
+}
+
+// removeDeviceRPCs deletes every RPC of a deleted device with its claims and
+// request id counter.
+func (e *Engine) removeDeviceRPCs(ctx context.Context, deviceID uuid.UUID) error {
+	for _, kind := range []string{kindRPC, kindRPCClaim} {
+		rs, err := e.store.List(ctx, kind, deviceID)
+		if err != nil {
+			return fmt.Errorf("cannot list %s of %s: %w", kind, deviceID, err)
+		}
+		for _, r := range rs {
+			if err := e.deleteRecord(ctx, kind, r.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	if err := e.deleteRecord(ctx, kindRPCSeq, deviceID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return nil
+}

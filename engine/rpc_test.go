@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-iot/sluice/notify"
+	"github.com/sluice-iot/sluice/storage/embedded"
+)
+
+// rpcTestClock lets a test move an engine's clock forward.
+type rpcTestClock struct{ off atomic.Int64 }
+
+func (c *rpcTestClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *rpcTestClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+func (te *testEngine) fakeClock() *rpcTestClock { c := new(rpcTestClock); te.now = c.now; return c }
+func rpcReq(method, params string) *RPCRequest {
+	return &RPCRequest{Method: method, Params: json.RawMessage(params)}
+}
+func persistentReq(method, params string) *RPCRequest {
+	r := rpcReq(method, params)
+	r.Persistent = true
+	return r
+}
+
+type rpcCallResult struct {
+	res RPCResult
+	err error
+}
+
+// call starts CallRPC and delivers its outcome.
+func (te *testEngine) startCall(p *Principal, dev uuid.UUID, oneway bool, req *RPCRequest) <-chan rpcCallResult {
+	out := make(chan rpcCallResult, 1)
+	go func() {
+		res, err := te.CallRPC(context.Background(), p, dev, oneway, req)
+		out <- rpcCallResult{res, err}
+	}()
+	return out
+}
+
+// pollRPC waits for the device's next RPC and returns its id, method and params.
+func (te *testEngine) pollRPC(t *testing.T, dev uuid.UUID) (id int64, method, params string) {
+	t.Helper()
+	body, ok, err := te.WaitRPC(context.Background(), dev, 10*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("poll: ok=%v err=%v", ok, err)
+	}
+	var m struct {
+		ID     int64           `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("poll body %s: %v", body, err)
+	}
+	return m.ID, m.Method, string(m.Params)
+}
+
+func TestRPCOutcomes(t *testing.T) {
+	te := newTestEngine(t)
+	te.cfg.RPCMinTimeout = time.Millisecond
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+
+	f := func(oneway bool, reply string, want RPCOutcome, wantReply string) {
+		t.Helper()
+		res := te.startCall(admin, dev, oneway, rpcReq("setGpio", `{"pin": 7}`))
+		id, method, params := te.pollRPC(t, dev)
+		if method != "setGpio" || params != `{"pin":7}` {
+			t.Fatalf("delivered %s %s", method, params)
+		}
+		if !oneway {
+			if err := te.ReplyRPC(ctx, dev, id, []byte(reply)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := <-res
+		if r.err != nil || r.res.Outcome != want || string(r.res.Reply) != wantReply {
+			t.Fatalf("outcome %+v %q err=%v, want %d %q", r.res, r.res.Reply, r.err, want, wantReply)
+		}
+	}
+	f(true, "", RPCDone, "")
+	f(false, `{"ok":true}`, RPCDone, `{"ok":true}`)
+	f(false, "", RPCDone, "")
+	f(false, "not json", RPCBadReply, "")
+
+	// Never taken: not delivered; taken and not answered: no reply.
+	short := rpcReq("m", "")
+	short.Timeout = new(int64(1))
+	if r := <-te.startCall(admin, dev, false, short); r.err != nil || r.res.Outcome != RPCNotDelivered {
+		t.Fatalf("never polled: %+v %v", r.res, r.err)
+	}
+	short.Timeout = new(int64(300))
+	res := te.startCall(admin, dev, false, short)
+	te.pollRPC(t, dev)
+	if r := <-res; r.err != nil || r.res.Outcome != RPCNoReply {
+		t.Fatalf("not answered: %+v %v", r.res, r.err)
+	}
+	// Lightweight RPCs are gone once answered: nothing is left to deliver.
+	if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+		t.Fatalf("left over: %s %v", body, err)
+	}
+
+	// A call whose ctx ends (node shutdown) ends with ctx.Err() and drops its RPC.
+	cctx, cancel := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := te.CallRPC(cctx, admin, dev, true, rpcReq("m", ""))
+		ended <- err
+	}()
+	for {
+		if rs, _ := te.store.List(ctx, kindRPC, dev); len(rs) == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if rs, _ := te.store.List(ctx, kindRPC, dev); len(rs) != 0 {
+		t.Fatalf("cancelled call left %d RPCs", len(rs))
+	}
+}
+
+func TestRPCOrderAndIDs(t *testing.T) {
+	te := newTestEngine(t)
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	for i := range 3 {
+		if _, err := te.CallRPC(context.Background(), admin, dev, true, persistentReq(fmt.Sprint("m", i), fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		id, method, params := te.pollRPC(t, dev)
+		if id != int64(i) || method != fmt.Sprint("m", i) || params != fmt.Sprint(i) {
+			t.Fatalf("poll %d: id %d %s %s", i, id, method, params)
+		}
+	}
+	// Ids keep increasing after the RPCs are done.
+	te.CallRPC(context.Background(), admin, dev, true, persistentReq("next", ""))
+	if id, _, params := te.pollRPC(t, dev); id != 3 || params != "{}" {
+		t.Fatalf("next id %d params %s", id, params)
+	}
+}
+
+// TestRPCConcurrentIDs: RPCs queued at once, on two engines over one store (two
+// nodes), get distinct ids, each delivered once.
+func TestRPCConcurrentIDs(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	bus := notify.NewLocal()
+	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost, Notifier: bus}
+	a, b := New(db, cfg), New(db, cfg)
+	demo, err := a.Bootstrap(context.Background(), true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta, tb := &testEngine{Engine: a, demo: demo}, &testEngine{Engine: b, demo: demo}
+	admin := ta.tenantAdmin(t)
+	dev := demo.DemoDeviceID
+
+	const n = 20
+	var wg sync.WaitGroup
+	for i := range n {
+		e := []*testEngine{ta, tb}[i%2]
+		wg.Go(func() {
+			if _, err := e.CallRPC(context.Background(), admin, dev, true, persistentReq("m", "")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var mu sync.Mutex
+	var ids []int64
+	for i := range n {
+		e := []*testEngine{ta, tb}[i%2]
+		wg.Go(func() {
+			id, _, _ := e.pollRPC(t, dev)
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(ids)
+	if len(slices.Compact(ids)) != n {
+		t.Fatalf("ids %v: not %d distinct", ids, n)
+	}
+	if body, ok, _ := ta.WaitRPC(context.Background(), dev, time.Millisecond); ok {
+		t.Fatalf("delivered twice: %s", body)
+	}
+}
+
+func TestPersistentRPC(t *testing.T) {
+	te := newTestEngine(t)
+	clock := te.fakeClock()
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	status := func(id uuid.UUID, want, wantResponse string) {
+		t.Helper()
+		r, err := te.GetPersistentRPC(ctx, admin, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := "null"
+		if r.Response != nil {
+			resp = string(r.Response)
+		}
+		if r.Status != want || resp != wantResponse {
+			t.Fatalf("status %s response %s, want %s %s", r.Status, resp, want, wantResponse)
+		}
+	}
+	send := func(oneway bool) uuid.UUID {
+		t.Helper()
+		res, err := te.CallRPC(ctx, admin, dev, oneway, persistentReq("m", `{"a":1}`))
+		if err != nil || res.Outcome != RPCPersisted {
+			t.Fatalf("persistent call: %+v %v", res, err)
+		}
+		return res.ID
+	}
+
+	// QUEUED → DELIVERED → SUCCESSFUL with the response.
+	id := send(false)
+	status(id, RPCQueued, "null")
+	reqID, _, _ := te.pollRPC(t, dev)
+	status(id, RPCDelivered, "null")
+	te.ReplyRPC(ctx, dev, reqID, []byte(`{"done":1}`))
+	status(id, RPCSuccessful, `{"done":1}`)
+	te.ReplyRPC(ctx, dev, reqID, []byte(`{"again":1}`)) // stale: ignored
+	status(id, RPCSuccessful, `{"done":1}`)
+
+	// One-way: SUCCESSFUL once delivered. A reply that is not JSON: FAILED.
+	id = send(true)
+	te.pollRPC(t, dev)
+	status(id, RPCSuccessful, "null")
+	id = send(false)
+	reqID, _, _ = te.pollRPC(t, dev)
+	te.ReplyRPC(ctx, dev, reqID, []byte("oops"))
+	status(id, RPCFailed, `"oops"`)
+
+	// Past expiry: never delivered is EXPIRED (and no longer delivered),
+	// delivered and not answered TIMEOUT (and a late reply ignored).
+	delivered := send(false)
+	reqID, _, _ = te.pollRPC(t, dev)
+	queued := send(false)
+	clock.advance(time.Hour)
+	status(queued, RPCExpired, "null")
+	status(delivered, RPCTimeout, "null")
+	te.ReplyRPC(ctx, dev, reqID, []byte(`{}`))
+	status(delivered, RPCTimeout, "null")
+	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
+		t.Fatalf("expired RPC delivered: %s", body)
+	}
+
+	// Listing: all persistent RPCs of the device, or those of one status.
+	page, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10})
+	if err != nil || page.TotalElements != 5 {
+		t.Fatalf("list: %d %v", page.TotalElements, err)
+	}
+	page, err = te.ListPersistentRPCs(ctx, admin, dev, RPCSuccessful, PageLink{PageSize: 10})
+	if err != nil || page.TotalElements != 2 {
+		t.Fatalf("list SUCCESSFUL: %d %v", page.TotalElements, err)
+	}
+	_, err = te.ListPersistentRPCs(ctx, admin, dev, RPCDeleted, PageLink{PageSize: 10})
+	wantCode(t, err, CodeBadRequestParams)
+
+	// Access: the customer user does not see the demo device's RPCs, only tenant
+	// admins delete, another tenant is refused, the system administrator too.
+	other := te.newTenant(t, "Other", "other@example.com")
+	for _, p := range []*Principal{te.customerUser(t), other, te.sysadmin(t)} {
+		_, err := te.GetPersistentRPC(ctx, p, queued)
+		wantCode(t, err, CodePermissionDenied)
+		wantCode(t, te.DeletePersistentRPC(ctx, p, queued), CodePermissionDenied)
+		_, err = te.CallRPC(ctx, p, dev, true, persistentReq("m", ""))
+		wantCode(t, err, CodePermissionDenied)
+	}
+	wantCode(t, te.DeletePersistentRPC(ctx, admin, queued), 0)
+	_, err = te.GetPersistentRPC(ctx, admin, queued)
+	wantCode(t, err, CodeItemNotFound)
+	_, err = te.CallRPC(ctx, admin, dev, true, &RPCRequest{Persistent: true})
+	wantCode(t, err, CodeBadRequestParams)
+
+	// Deleting the device deletes its RPCs.
+	if err := te.DeleteDevice(ctx, admin, dev); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{kindRPC, kindRPCClaim} {
+		if rs, _ := te.store.List(ctx, kind, dev); len(rs) != 0 {
+			t.Fatalf("%d %s records left", len(rs), kind)
+		}
+	}
+}
+
+// TestRPCPollWakesAndEnds: a waiting poll takes an RPC queued later, and ends on
+// device deletion and on ctx.
+func TestRPCPollWakesAndEnds(t *testing.T) {
+	te := newTestEngine(t)
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+
+	polled := make(chan pollResult, 1)
+	before := te.OpenPolls()
+	go func() {
+		body, ok, err := te.WaitRPC(ctx, dev, time.Minute)
+		polled <- pollResult{body, ok, err}
+	}()
+	for te.OpenPolls() == before {
+		time.Sleep(time.Millisecond)
+	}
+	te.CallRPC(ctx, admin, dev, true, persistentReq("later", `[1]`))
+	if r := <-polled; !r.ok || string(r.body) != `{"id":0,"method":"later","params":[1]}` {
+		t.Fatalf("woken poll: %s %v %v", r.body, r.ok, r.err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := te.WaitRPC(cctx, dev, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled poll: %v", err)
+	}
+
+	go func() {
+		body, ok, err := te.WaitRPC(ctx, dev, time.Minute)
+		polled <- pollResult{body, ok, err}
+	}()
+	for te.OpenPolls() == before {
+		time.Sleep(time.Millisecond)
+	}
+	te.DeleteDevice(ctx, admin, dev)
+	if r := <-polled; r.err != ErrDeviceDeleted {
+		t.Fatalf("deleted device: %v", r.err)
+	}
+}
