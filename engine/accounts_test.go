@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -45,12 +47,21 @@ func TestDeleteTenantRemovesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	pkg := te.newTestOta(t, b, "fw", "1")
+	if _, err := te.SaveOtaPackageData(ctx, b, pkg.ID.ID, OtaUpload{ChecksumAlgorithm: "MD5", FileName: "fw.bin",
+		Data: strings.NewReader("firmware")}); err != nil {
+		t.Fatal(err)
+	}
+
 	wantCode(t, te.DeleteTenant(ctx, te.tenantAdmin(t), b.TenantID), CodePermissionDenied)
 	wantCode(t, te.DeleteTenant(ctx, sys, uuid.New()), CodeItemNotFound)
 	wantCode(t, te.DeleteTenant(ctx, sys, b.TenantID), 0)
 	wantCode(t, te.DeleteTenant(ctx, sys, b.TenantID), CodeItemNotFound)
 
-	for _, kind := range []string{kindDevice, kindCredentials, kindCustomer, kindUser, kindUserCreds, kindProfile, kindAPIKey} {
+	if _, err := te.store.Lookup(ctx, kindOtaData, otaDataKey(pkg.ID.ID)); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("OTA package bytes left: %v", err)
+	}
+	for _, kind := range []string{kindDevice, kindCredentials, kindCustomer, kindUser, kindUserCreds, kindProfile, kindAPIKey, kindOtaPackage} {
 		if rs, err := te.store.List(ctx, kind, b.TenantID); err != nil || len(rs) != 0 {
 			t.Errorf("%s left after delete: %d %v", kind, len(rs), err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -387,6 +388,24 @@ func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUI
 		return err
 	}
 	return notFound(e.deleteRecord(ctx, kindOtaPackage, id))
+}
+
+// removeOtaPackages deletes every package of a tenant with its bytes (tenant
+// deletion: its devices and profiles are gone first, so nothing refers to them).
+func (e *Engine) removeOtaPackages(ctx context.Context, tenant uuid.UUID) error {
+	pkgs, err := e.store.List(ctx, kindOtaPackage, tenant)
+	if err != nil {
+		return fmt.Errorf("cannot list the OTA packages of %s: %w", tenant, err)
+	}
+	for _, r := range pkgs {
+		if err := e.deleteOtaData(ctx, r.ID); err != nil {
+			return err
+		}
+		if err := e.deleteRecord(ctx, kindOtaPackage, r.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkOtaUnused fails when a device or profile of the tenant refers to r.

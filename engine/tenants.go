@@ -130,6 +130,9 @@ func (e *Engine) DeleteTenant(ctx context.Context, p *Principal, id uuid.UUID) e
 			return err
 		}
 	}
+	if err := e.removeOtaPackages(ctx, id); err != nil {
+		return err
+	}
 	if err := e.removeOwned(ctx, id, kindProfile); err != nil {
 		return err
 	}
