@@ -90,6 +90,8 @@ type Engine struct {
 	otaCache chunkCache
 	// rpcLocks serialise RPC request id allocation per device (see rpc.go).
 	rpcLocks rpcLocks
+	// rules caches client-side RPC rules and runs their scripts (see rules.go).
+	rules ruleState
 }
 
 // New returns an engine over store.
