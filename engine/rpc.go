@@ -376,13 +376,20 @@ func (e *Engine) removeRPC(ctx context.Context, id uuid.UUID) {
 	}
 }
 
+// deleteRPC removes the record first and its delivery claim after it: while the
+// claim exists no poll can take the RPC, and once it is gone a poll that listed
+// the RPC earlier finds the record missing (takeRPC re-reads after claiming).
 func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
+	err := e.deleteRecord(ctx, kindRPC, r.ID)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
 	if r.ClaimID != uuid.Nil {
 		if err := e.deleteRecord(ctx, kindRPCClaim, r.ClaimID); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return err
 		}
 	}
-	return e.deleteRecord(ctx, kindRPC, r.ID)
+	return err
 }
 
 // WaitRPC is the device's RPC poll (compat §1.5): it answers the device's oldest
@@ -467,6 +474,20 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 		if !claimed {
 			continue // another poll took it
 		}
+		// The listing may be stale: the RPC may have been delivered, answered and
+		// removed (claim last) since. Only a record still queued is ours to send.
+		cur, err := getRecord[rpcRecord](ctx, e, kindRPC, r.ID)
+		if err != nil || cur.Status != RPCQueued {
+			if derr := e.deleteRecord(ctx, kindRPCClaim, r.ClaimID); derr != nil && !errors.Is(derr, storage.ErrNotFound) {
+				e.cfg.Logger.Warn("cannot release an RPC claim", "rpc", r.ID, "err", derr)
+			}
+			if err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return nil, err
+			}
+			continue
+		}
+		cur.ClaimID = r.ClaimID
+		r = cur
 		r.Status = RPCDelivered
 		if r.Oneway {
 			r.Status = RPCSuccessful
