@@ -5,10 +5,11 @@ GO      ?= go
 # "context deadline exceeded" on Go 1.26 (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 200000x
 
-.PHONY: build run test test-short fuzz bench vet fmt clean services
+.PHONY: build run test test-short fuzz bench load vet fmt clean services
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -o bin/sluice-load ./cmd/sluice-load
 
 run: build
 	SLUICE_DEMO=true ./bin/sluice
@@ -43,6 +44,14 @@ BENCH_FLAGS ?= -duration 10s -warmup 1s -connections 64
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./storage/... ./ingest/ ./bench/
 	$(GO) run ./cmd/sluice-bench $(BENCH_FLAGS)
+
+# A fleet of 100 devices at 1000 requests/s for 30 s against a running node (make run
+# in another terminal), reports in load.json and load.html (loadtest/README.md).
+# LOAD_FLAGS="-url https://... -tokens tokens.txt -rate 0" to point it elsewhere.
+LOAD_FLAGS ?= -url http://localhost:8080 -user tenant@thingsboard.org -password tenant \
+	-devices 100 -rate 1000 -connections 64 -duration 30s -profile meter -cleanup -json load.json -html load.html
+load:
+	$(GO) run ./cmd/sluice-load $(LOAD_FLAGS)
 
 vet:
 	$(GO) vet ./...

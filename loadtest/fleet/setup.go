@@ -1,0 +1,241 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Device is one simulated device.
+type Device struct {
+	Name  string // empty for a device read from a tokens file
+	ID    string // set for a device the fleet created (or found again to delete it)
+	Token string // access token of the device API
+}
+
+// Setup modes, as the report names them.
+const (
+	ModeCreate    = "create"
+	ModeProvision = "provision"
+	ModeTokens    = "tokens"
+)
+
+// Fleet is a set of devices on one target, ready to send traffic.
+type Fleet struct {
+	// Mode is how the devices were obtained: ModeCreate, ModeProvision or ModeTokens.
+	Mode    string
+	Devices []Device
+	// SetupTime is how long creating or provisioning the devices took.
+	SetupTime time.Duration
+
+	opts   Options
+	client *client
+	addr   string // host:port
+	tls    bool
+}
+
+// New obtains the fleet opts describes: the Tokens given, or Devices devices
+// provisioned with ProvisionKey and ProvisionSecret, or created over the REST API
+// after logging in as User (or with APIKey). On an error after some devices were
+// made it returns them too, so that Cleanup can remove them.
+func New(ctx context.Context, opts Options) (*Fleet, error) {
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(opts.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("bad target URL %q: want http://host:port or https://host:port", opts.URL)
+	}
+	f := &Fleet{opts: opts, tls: u.Scheme == "https", addr: u.Host}
+	if u.Port() == "" {
+		port := "80"
+		if f.tls {
+			port = "443"
+		}
+		f.addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = f.tlsConfig()
+	transport.MaxIdleConnsPerHost = opts.SetupConcurrency + opts.RPCPollers
+	f.client = &client{base: u.Scheme + "://" + u.Host, http: &http.Client{Transport: transport}, timeout: opts.Timeout}
+
+	start := time.Now()
+	defer func() { f.SetupTime = time.Since(start) }()
+	switch {
+	case len(opts.Tokens) > 0:
+		f.Mode = ModeTokens
+		for _, t := range opts.Tokens {
+			f.Devices = append(f.Devices, Device{Token: t})
+		}
+		if opts.Devices > 0 && opts.Devices < len(f.Devices) {
+			f.Devices = f.Devices[:opts.Devices]
+		}
+		return f, nil
+	case opts.ProvisionKey != "":
+		f.Mode = ModeProvision
+		if err := f.login(ctx); err != nil { // only needed to clean up
+			return nil, err
+		}
+		return f, f.make(ctx, func(ctx context.Context, d *Device) (err error) {
+			d.Token, err = f.client.provision(ctx, d.Name, opts.ProvisionKey, opts.ProvisionSecret)
+			return err
+		})
+	default:
+		f.Mode = ModeCreate
+		if err := f.login(ctx); err != nil {
+			return nil, err
+		}
+		if f.client.auth == "" {
+			return nil, errors.New("no devices: give a tokens file, a provision key and secret, or a login (user and password, or an API key) to create devices")
+		}
+		return f, f.make(ctx, func(ctx context.Context, d *Device) (err error) {
+			d.Token = randomHex(10)
+			d.ID, err = f.client.createDevice(ctx, d.Name, opts.DeviceType, d.Token)
+			return err
+		})
+	}
+}
+
+func (f *Fleet) tlsConfig() *tls.Config {
+	return &tls.Config{InsecureSkipVerify: f.opts.Insecure} //nolint:gosec // only when asked for, for self-signed test deployments
+}
+
+func (f *Fleet) login(ctx context.Context) error {
+	switch {
+	case f.opts.APIKey != "":
+		f.client.auth = "ApiKey " + f.opts.APIKey
+	case f.opts.User != "":
+		return f.client.login(ctx, f.opts.User, f.opts.Password)
+	}
+	return nil
+}
+
+// make names opts.Devices devices and runs one for each, SetupConcurrency at a
+// time, keeping the devices that succeeded; it stops at the first error.
+func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) error) error {
+	run := randomHex(3)
+	devices := make([]Device, f.opts.Devices)
+	for i := range devices {
+		devices[i].Name = fmt.Sprintf("%s-%s-%d", f.opts.NamePrefix, run, i)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next, done atomic.Int64
+	ok := make([]bool, len(devices))
+	var wg sync.WaitGroup
+	for range min(f.opts.SetupConcurrency, len(devices)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(devices) || ctx.Err() != nil {
+					return
+				}
+				if err := one(ctx, &devices[i]); err != nil {
+					cancel(err)
+					return
+				}
+				ok[i] = true
+				if n := int(done.Add(1)); f.opts.OnSetup != nil {
+					f.opts.OnSetup(n, len(devices))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, d := range devices {
+		if ok[i] {
+			f.Devices = append(f.Devices, d)
+		}
+	}
+	return context.Cause(ctx)
+}
+
+// Cleanup deletes the devices the fleet created or provisioned; a fleet from a
+// tokens file deletes nothing. Provisioned devices are found by name, which needs a
+// login.
+func (f *Fleet) Cleanup(ctx context.Context) error {
+	if f.Mode == ModeTokens || len(f.Devices) == 0 {
+		return nil
+	}
+	if f.client.auth == "" {
+		return errors.New("cannot delete the provisioned devices without a login: give a user and password or an API key")
+	}
+	var errs []error
+	var mu sync.Mutex
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(f.opts.SetupConcurrency, len(f.Devices)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(f.Devices) || ctx.Err() != nil {
+					return
+				}
+				d := &f.Devices[i]
+				err := f.delete(ctx, d)
+				mu.Lock()
+				if err != nil && len(errs) < 10 {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(append(errs, ctx.Err())...)
+}
+
+func (f *Fleet) delete(ctx context.Context, d *Device) error {
+	if d.ID == "" {
+		id, err := f.client.deviceID(ctx, d.Name)
+		if err != nil {
+			return err
+		}
+		d.ID = id
+	}
+	return f.client.deleteDevice(ctx, d.ID)
+}
+
+// ReadTokens reads access tokens, one per line; blank lines and lines starting
+// with # are skipped.
+func ReadTokens(r io.Reader) ([]string, error) {
+	var tokens []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		tokens = append(tokens, line)
+	}
+	return tokens, sc.Err()
+}
+
+// WriteTokens writes the devices' access tokens, one per line: the format
+// ReadTokens reads.
+func WriteTokens(w io.Writer, devices []Device) error {
+	bw := bufio.NewWriter(w)
+	for _, d := range devices {
+		bw.WriteString(d.Token)
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,123 @@
+package report
+
+import (
+	"html/template"
+	"io"
+)
+
+// WriteHTML writes the report as one self-contained page: inline CSS, the charts as
+// inline SVG, no scripts and no outside references, so it opens offline and can be
+// mailed or archived as is.
+func (r *Report) WriteHTML(w io.Writer) error {
+	xs := make([]float64, len(r.Timeline))
+	rps, failed, pps := make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs))
+	p50, p90, p99, mx := make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs))
+	for i, p := range r.Timeline {
+		xs[i] = p.Second
+		rps[i], pps[i] = p.RequestsPerSec, p.PointsPerSec
+		span := p.Second
+		if i > 0 {
+			span -= r.Timeline[i-1].Second
+		}
+		if span > 0 {
+			failed[i] = float64(p.Failed) / span
+		}
+		p50[i], p90[i], p99[i], mx[i] = p.P50, p.P90, p.P99, p.Max
+	}
+	throughput := []series{{name: "requests/s", color: "#1f77b4", ys: rps}, {name: "failed/s", color: "#d62728", ys: failed}}
+	if r.Config.Rate > 0 {
+		target := make([]float64, len(xs))
+		for i := range target {
+			target[i] = r.Config.Rate
+		}
+		throughput = append(throughput, series{name: "target rate", color: "#7f7f7f", ys: target, dashed: true})
+	}
+	latencyFrom := "from send"
+	if r.Config.Rate > 0 {
+		latencyFrom = "from due time"
+	}
+	data := struct {
+		*Report
+		ThroughputChart, PointsChart, LatencyChart template.HTML
+		LatencyFrom                                string
+	}{
+		Report:          r,
+		ThroughputChart: template.HTML(lineChart("Throughput", "requests per second", xs, throughput)),
+		PointsChart:     template.HTML(lineChart("Data points acknowledged", "points per second", xs, []series{{name: "points/s", color: "#2ca02c", ys: pps}})),
+		LatencyChart: template.HTML(lineChart("Latency per interval ("+latencyFrom+")", "milliseconds", xs, []series{
+			{name: "p50", color: "#2ca02c", ys: p50}, {name: "p90", color: "#1f77b4", ys: p90},
+			{name: "p99", color: "#ff7f0e", ys: p99}, {name: "max", color: "#d62728", ys: mx, dashed: true}})),
+		LatencyFrom: latencyFrom,
+	}
+	return page.Execute(w, data)
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"ms":        Millis,
+	"thousands": Thousands,
+	"int":       func(v int64) string { return Thousands(float64(v)) },
+	"keys":      sortedKeys[int64],
+	"kindKeys":  sortedKeys[Kind],
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>sluice-load report: {{.Target}}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:.25em .8em;border-bottom:1px solid #eee;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}.muted{color:#777}.bad{color:#c00}
+svg.chart{display:block;margin:1em 0;background:#fcfcfc;border:1px solid #eee}
+</style></head><body>
+<h1>sluice-load report</h1>
+<p>Target <b>{{.Target}}</b>, started {{.StartedAt.Format "2006-01-02 15:04:05 MST"}}.
+Devices: {{.Setup.Devices}} ({{.Setup.Mode}}, set up in {{printf "%.1f" .Setup.Seconds}} s).
+Profile <b>{{.Config.Profile}}</b>{{if .Config.BatchSize}} ({{.Config.BatchSize}} points per request){{end}},
+{{.Config.Connections}} connections,
+{{if .Config.Rate}}open loop at {{thousands .Config.Rate}} requests/s{{else}}closed loop, flat out{{end}}{{if .Config.DurationSeconds}}, {{printf "%g" .Config.DurationSeconds}} s{{end}}{{if .Config.Requests}}, at most {{int .Config.Requests}} requests{{end}}{{if .Config.WarmupSeconds}} after {{printf "%g" .Config.WarmupSeconds}} s warm-up{{end}}.
+{{if .Config.AttributesEvery}}Every device posts attributes every {{.Config.AttributesEvery}} requests.{{end}}</p>
+
+<h2>Summary</h2>
+<table>
+<tr><th>requests</th><td class="n">{{int .Summary.Requests}}</td><th>requests/s</th><td class="n">{{thousands .Summary.RequestsPerSec}}</td></tr>
+<tr><th>ok (2xx)</th><td class="n">{{int .Summary.OK}}</td><th>points/s</th><td class="n">{{thousands .Summary.PointsPerSec}}</td></tr>
+<tr><th>failed</th><td class="n{{if .Summary.Failed}} bad{{end}}">{{int .Summary.Failed}}</td><th>points</th><td class="n">{{int .Summary.Points}}</td></tr>
+<tr><th>no answer</th><td class="n{{if .Summary.TransportErrors}} bad{{end}}">{{int .Summary.TransportErrors}}</td><th>elapsed</th><td class="n">{{printf "%.1f" .Summary.ElapsedSeconds}} s</td></tr>
+{{if .Config.Rate}}<tr><th>missed</th><td class="n{{if .Summary.Missed}} bad{{end}}">{{int .Summary.Missed}}</td><td colspan="2" class="muted">due but never sent: every connection was busy</td></tr>{{end}}
+</table>
+
+<h2>Latency</h2>
+<table>
+<tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th></tr>
+<tr><th>{{.LatencyFrom}}</th><td class="n">{{ms .Latency.P50}}</td><td class="n">{{ms .Latency.P90}}</td><td class="n">{{ms .Latency.P99}}</td><td class="n">{{ms .Latency.P999}}</td><td class="n">{{ms .Latency.Max}}</td><td class="n">{{ms .Latency.Mean}}</td></tr>
+{{if .Config.Rate}}<tr><th>service time</th><td class="n">{{ms .ServiceTime.P50}}</td><td class="n">{{ms .ServiceTime.P90}}</td><td class="n">{{ms .ServiceTime.P99}}</td><td class="n">{{ms .ServiceTime.P999}}</td><td class="n">{{ms .ServiceTime.Max}}</td><td class="n">{{ms .ServiceTime.Mean}}</td></tr>{{end}}
+</table>
+{{if .Config.Rate}}<p class="muted">Latency counts from when each request was due on the schedule, so time spent waiting for a free connection is included (no coordinated omission); service time counts from the actual send.</p>{{end}}
+
+{{.ThroughputChart}}
+{{.PointsChart}}
+{{.LatencyChart}}
+
+<h2>Answers</h2>
+<table><tr><th>status</th><th>requests</th></tr>
+{{range keys .Status}}<tr><td>{{.}}</td><td class="n">{{int (index $.Status .)}}</td></tr>{{end}}
+{{range keys .TransportErrors}}<tr><td class="bad">no answer: {{.}}</td><td class="n">{{int (index $.TransportErrors .)}}</td></tr>{{end}}
+</table>
+{{if .FirstError}}<p class="muted">First transport error: {{.FirstError}}</p>{{end}}
+{{if .Kinds}}<table><tr><th>kind</th><th>requests</th><th>ok</th><th>points</th><th>no answer</th><th>status</th></tr>
+{{range kindKeys .Kinds}}{{$k := index $.Kinds .}}<tr><td>{{.}}</td><td class="n">{{int $k.Requests}}</td><td class="n">{{int $k.OK}}</td><td class="n">{{int $k.Points}}</td><td class="n">{{int $k.TransportErrors}}</td><td>{{range $s := keys $k.Status}}{{$s}}: {{int (index $k.Status $s)}} {{end}}</td></tr>{{end}}
+</table>{{end}}
+
+{{with .RPC}}<h2>RPC polling</h2>
+<table>
+<tr><th>pollers</th><td class="n">{{.Pollers}}</td><th>polls answered</th><td class="n">{{int .Polls}}</td></tr>
+<tr><th>RPCs delivered</th><td class="n">{{int .Delivered}}</td><th>replies ok</th><td class="n">{{int .Replies}}</td></tr>
+<tr><th>empty (timed out)</th><td class="n">{{int .Empty}}</td><th>failed</th><td class="n{{if .Failed}} bad{{end}}">{{int .Failed}}</td></tr>
+</table>
+<table><tr><th>status</th><th>answers</th></tr>
+{{range $s := keys .Status}}<tr><td>{{$s}}</td><td class="n">{{int (index $.RPC.Status $s)}}</td></tr>{{end}}
+{{range $s := keys .TransportErrors}}<tr><td class="bad">no answer: {{$s}}</td><td class="n">{{int (index $.RPC.TransportErrors $s)}}</td></tr>{{end}}
+</table>{{end}}
+<p class="muted">Generated by sluice-load. The same data is in the JSON report (-json).</p>
+</body></html>
+`))

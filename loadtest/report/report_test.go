@@ -1,0 +1,213 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/sluice-iot/sluice/loadtest"
+)
+
+// sample is a report as a fleet run would fill it.
+func sample(t *testing.T) *Report {
+	t.Helper()
+	h := hdrhistogram.New(1, time.Minute.Microseconds(), 3)
+	for i := range int64(1000) {
+		h.RecordValue(1000 + i*10) // 1 ms … 11 ms
+	}
+	res := &loadtest.Result{
+		Requests: 990, Errors: 10, Points: 2940, Elapsed: 2 * time.Second,
+		FirstErr: errors.New("dial tcp: connection refused"),
+		Status:   map[int]int64{200: 980, 503: 10}, Latency: h, Service: h,
+		TransportErrors: map[string]int64{"timeout": 10},
+		Kinds: map[string]*loadtest.Counts{
+			"telemetry":  {Requests: 900, Points: 2940, Errors: 10, Status: map[int]int64{200: 890, 503: 10}},
+			"attributes": {Requests: 90, Status: map[int]int64{200: 90}},
+		},
+		Timeline: []loadtest.Sample{
+			{At: time.Second, Span: time.Second, Requests: 500, OK: 495, Errors: 5, Points: 1470, P50: 2 * time.Millisecond, P99: 9 * time.Millisecond, Max: 11 * time.Millisecond},
+			{At: 2 * time.Second, Span: time.Second, Requests: 490, OK: 485, Errors: 5, Points: 1470, P50: 3 * time.Millisecond, P99: 10 * time.Millisecond, Max: 11 * time.Millisecond},
+		},
+	}
+	r := Build(res)
+	r.Target, r.StartedAt = "http://sluice.example:8080", time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	r.Setup = Setup{Mode: "create", Devices: 10, Seconds: 0.5}
+	r.Config = Config{Profile: "meter", Rate: 500, Connections: 8, DurationSeconds: 2, TimeoutSeconds: 10, AttributesEvery: 10}
+	r.RPC = &RPC{Pollers: 2, Polls: 4, Empty: 2, Failed: 2, Status: map[string]int64{"404": 2, "408": 2}, TransportErrors: map[string]int64{}}
+	return r
+}
+
+func TestBuild(t *testing.T) {
+	r := sample(t)
+	s := r.Summary
+	if s.Requests != 1000 || s.OK != 980 || s.Failed != 20 || s.TransportErrors != 10 || s.Points != 2940 ||
+		s.RequestsPerSec != 500 || s.PointsPerSec != 1470 || s.ElapsedSeconds != 2 {
+		t.Fatalf("summary %+v", s)
+	}
+	if r.Latency.P50 < 5.9 || r.Latency.P50 > 6.1 || r.Latency.Max < 10.9 || r.Latency.P999 < r.Latency.P99 || r.Latency.Count != 1000 {
+		t.Fatalf("latency %+v", r.Latency)
+	}
+	if r.Status["503"] != 10 || r.Kinds["telemetry"].OK != 890 || r.Kinds["telemetry"].Requests != 910 || r.Kinds["attributes"].OK != 90 {
+		t.Fatalf("status %v, kinds %+v", r.Status, r.Kinds)
+	}
+	if len(r.Timeline) != 2 || r.Timeline[0].RequestsPerSec != 505 || r.Timeline[0].Failed != 10 || r.Timeline[1].P99 != 10 {
+		t.Fatalf("timeline %+v", r.Timeline)
+	}
+}
+
+// TestWriteJSON: the documented fields are there, under their names.
+func TestWriteJSON(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample(t).WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	f := func(path string) {
+		t.Helper()
+		var v any = doc
+		for _, k := range strings.Split(path, "/") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("%s: %v is not an object", path, v)
+			}
+			if v, ok = m[k]; !ok {
+				t.Fatalf("no %s in %s", path, b.String())
+			}
+		}
+	}
+	for _, p := range []string{"tool", "target", "startedAt", "setup/mode", "setup/devices",
+		"config/profile", "config/rate", "config/connections", "config/durationSeconds",
+		"summary/requests", "summary/ok", "summary/failed", "summary/transportErrors", "summary/missed",
+		"summary/points", "summary/requestsPerSec", "summary/pointsPerSec", "summary/elapsedSeconds",
+		"latencyMs/p50", "latencyMs/p90", "latencyMs/p99", "latencyMs/p99.9", "latencyMs/max", "serviceTimeMs/p99",
+		"status/200", "status/503", "transportErrors/timeout", "firstError", "byKind/telemetry/status/200",
+		"rpc/polls", "rpc/status/404", "timeline"} {
+		f(p)
+	}
+	tl := doc["timeline"].([]any)
+	if len(tl) != 2 {
+		t.Fatalf("timeline %v", tl)
+	}
+	for _, k := range []string{"t", "requestsPerSec", "pointsPerSec", "requests", "failed", "p50Ms", "p90Ms", "p99Ms", "maxMs"} {
+		if _, ok := tl[0].(map[string]any)[k]; !ok {
+			t.Fatalf("no %s in a timeline point: %v", k, tl[0])
+		}
+	}
+}
+
+// TestWriteHTML: the page has its charts as inline SVG, the numbers, and nothing
+// that would fetch from the network.
+func TestWriteHTML(t *testing.T) {
+	r := sample(t)
+	var b bytes.Buffer
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"<!DOCTYPE html>", `aria-label="Throughput"`, `aria-label="Latency per interval (from due time)"`,
+		`aria-label="Data points acknowledged"`, "<polyline", "p99.9", "5.99ms", "503", "no answer: timeout", "RPC polling", "telemetry", "attributes"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("no %q in the page", want)
+		}
+	}
+	if n := strings.Count(page, "<svg"); n != 3 {
+		t.Fatalf("%d charts", n)
+	}
+	// Throughput: requests/s, failed/s and the target rate; latency: 4 percentiles.
+	if n := strings.Count(page, `class="series"`); n != 3+1+4 {
+		t.Fatalf("%d series", n)
+	}
+	offline := strings.ReplaceAll(page, r.Target, "")
+	for _, bad := range []string{"http:", "https:", "//", "<script", "<link", "<img", "<iframe", "src=", "href=", "url(", "@import"} {
+		if i := strings.Index(offline, bad); i >= 0 {
+			t.Fatalf("the page refers outside (%q): …%s…", bad, offline[max(0, i-60):min(len(offline), i+60)])
+		}
+	}
+	// A target name with markup is escaped.
+	r.Target = `<b onmouseover="x">`
+	b.Reset()
+	r.WriteHTML(&b)
+	if strings.Contains(b.String(), r.Target) {
+		t.Fatal("the target is not escaped")
+	}
+}
+
+func TestWriteHTMLEmpty(t *testing.T) {
+	r := Build(&loadtest.Result{Status: map[int]int64{}})
+	var b bytes.Buffer
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), emptyChart) {
+		t.Fatal("an empty timeline is not said")
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	var b bytes.Buffer
+	sample(t).WriteText(&b)
+	out := b.String()
+	for _, want := range []string{"1,000 requests in 2.0s to http://sluice.example:8080: 500 req/s", "failed 20 (no answer 10), missed 0",
+		"latency from due time: p50 5.99ms  p90 9.99ms", "status: 200 980, 503 10", "no answer: timeout 10 (first: dial tcp: connection refused)",
+		"telemetry: 910 requests, ok 890", "rpc: 2 pollers, 4 polls"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in\n%s", want, out)
+		}
+	}
+}
+
+func TestChartNumbers(t *testing.T) {
+	f := func(got, want string) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	f(tickLabel(0), "0")
+	f(tickLabel(0.25), "0.25")
+	f(tickLabel(2.5), "2.5")
+	f(tickLabel(40), "40")
+	f(tickLabel(25000), "25k")
+	f(tickLabel(1.5e6), "1.5M")
+	f(Thousands(1234567.4), "1,234,567")
+	f(Thousands(-1234), "-1,234")
+	f(Thousands(999), "999")
+	f(Millis(0.1234), "0.123ms")
+	f(Millis(12.34), "12.3ms")
+	f(Millis(1234.5), "1234ms")
+	g := func(v, want float64) {
+		t.Helper()
+		if got := niceCeil(v); got != want {
+			t.Fatalf("niceCeil(%v) = %v, want %v", v, got, want)
+		}
+	}
+	g(0, 1)
+	g(3, 5)
+	g(4999, 5000)
+	g(5000, 5000)
+	g(0.013, 0.02)
+	g(210, 250)
+}
+
+// TestChartPoints: the polyline's points are in the plot area, the highest value at
+// its top.
+func TestChartPoints(t *testing.T) {
+	svg := lineChart("T", "u", []float64{1, 2}, []series{{name: "a", color: "#000", ys: []float64{0, 100}}})
+	m := regexp.MustCompile(`points="([^"]*)"`).FindStringSubmatch(svg)
+	if m == nil {
+		t.Fatal(svg)
+	}
+	want := "475.0,280.0 880.0,36.0" // x: padL + x/xMax*plotW; y: padT + plotH - y/yMax*plotH
+	if m[1] != want {
+		t.Fatalf("points %q, want %q", m[1], want)
+	}
+}

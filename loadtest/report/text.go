@@ -1,0 +1,99 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteText writes the end-of-run summary for a terminal.
+func (r *Report) WriteText(w io.Writer) {
+	s := r.Summary
+	fmt.Fprintf(w, "%s requests in %.1fs to %s: %s req/s, %s points/s\n",
+		Thousands(float64(s.Requests)), s.ElapsedSeconds, r.Target, Thousands(s.RequestsPerSec), Thousands(s.PointsPerSec))
+	fmt.Fprintf(w, "  ok %s, failed %s (no answer %s)", Thousands(float64(s.OK)), Thousands(float64(s.Failed)), Thousands(float64(s.TransportErrors)))
+	if r.Config.Rate > 0 {
+		fmt.Fprintf(w, ", missed %s", Thousands(float64(s.Missed)))
+	}
+	fmt.Fprintln(w)
+	from := "send"
+	if r.Config.Rate > 0 {
+		from = "due time"
+	}
+	fmt.Fprintf(w, "  latency from %-9s %s\n", from+":", r.Latency)
+	if r.Config.Rate > 0 {
+		fmt.Fprintf(w, "  service time:           %s\n", r.ServiceTime)
+	}
+	if len(r.Status) > 0 {
+		fmt.Fprintf(w, "  status: %s\n", counts(r.Status))
+	}
+	if len(r.TransportErrors) > 0 {
+		fmt.Fprintf(w, "  no answer: %s (first: %s)\n", counts(r.TransportErrors), r.FirstError)
+	}
+	for _, name := range sortedKeys(r.Kinds) {
+		k := r.Kinds[name]
+		fmt.Fprintf(w, "  %s: %s requests, ok %s, status %s", name, Thousands(float64(k.Requests)), Thousands(float64(k.OK)), counts(k.Status))
+		if k.TransportErrors > 0 {
+			fmt.Fprintf(w, ", no answer %d", k.TransportErrors)
+		}
+		fmt.Fprintln(w)
+	}
+	if c := r.RPC; c != nil {
+		fmt.Fprintf(w, "  rpc: %d pollers, %d polls, %d delivered, %d replies, %d empty, %d failed, status %s",
+			c.Pollers, c.Polls, c.Delivered, c.Replies, c.Empty, c.Failed, counts(c.Status))
+		if len(c.TransportErrors) > 0 {
+			fmt.Fprintf(w, ", no answer %s", counts(c.TransportErrors))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// String is the percentiles on one line.
+func (l Latency) String() string {
+	return fmt.Sprintf("p50 %s  p90 %s  p99 %s  p99.9 %s  max %s",
+		Millis(l.P50), Millis(l.P90), Millis(l.P99), Millis(l.P999), Millis(l.Max))
+}
+
+// Millis formats milliseconds with three significant digits: 0.123ms, 12.3ms, 1234ms.
+func Millis(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0fms", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1fms", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2fms", v)
+	default:
+		return fmt.Sprintf("%.3fms", v)
+	}
+}
+
+// counts formats "200 1,234, 503 5" in key order.
+func counts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+" "+Thousands(float64(m[k])))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Thousands formats v rounded to an integer with comma separators: 1,234,567.
+func Thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
