@@ -1,6 +1,197 @@
 package httpapi
 
-import "github.com/fasthttp/router"
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"strings"
+
+	"github.com/bytedance/sonic"
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/engine"
+)
 
 // analyticsRoutes registers saved analytics views and the report API (analytics.md).
-func (s *Server) analyticsRoutes(r *router.Router) {}
+func (s *Server) analyticsRoutes(r *router.Router) {
+	threads, queue := s.cfg.ReportThreads, s.cfg.ReportQueue
+	if threads <= 0 {
+		threads = 10
+	}
+	s.reportRoutes(r, newReportLimiter(threads, max(queue, 0)))
+}
+
+// reportRoutes registers the routes with the limiter lim (tests pass their own).
+func (s *Server) reportRoutes(r *router.Router, lim *reportLimiter) {
+	r.POST("/api/analytics/view", s.authed(s.saveView))
+	r.GET("/api/analytics/view/{viewId}", s.authed(s.getView))
+	r.DELETE("/api/analytics/view/{viewId}", s.authed(s.deleteView))
+	r.GET("/api/analytics/views", s.authed(s.listViews))
+	build := s.buildReport(lim)
+	r.POST("/apiAnalytics/publicApi/buildReport", build)
+	r.POST("/apiTrendz/publicApi/buildReport", build)
+}
+
+func (s *Server) saveView(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	var v engine.View
+	if s.readJSON(ctx, &v) {
+		out, err := s.eng.SaveView(s.ctx, p, &v)
+		s.respond(ctx, out, err)
+	}
+}
+
+func (s *Server) getView(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "viewId"); ok {
+		v, err := s.eng.GetView(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deleteView(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "viewId"); ok {
+		s.done(ctx, s.eng.DeleteView(s.ctx, p, id))
+	}
+}
+
+func (s *Server) listViews(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListViews(s.ctx, p, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+// reportLimiter admits `threads` reports at once and lets `queue` more wait;
+// past that a report is refused (Trendz's simpleApiRateLimiter: a thread pool
+// over a bounded queue).
+type reportLimiter struct {
+	admitted chan struct{} // running or waiting: capacity threads+queue
+	running  chan struct{} // capacity threads
+}
+
+func newReportLimiter(threads, queue int) *reportLimiter {
+	return &reportLimiter{admitted: make(chan struct{}, threads+queue), running: make(chan struct{}, threads)}
+}
+
+// enter waits for a running slot; false when the queue is full or the server
+// is closing (done).
+func (l *reportLimiter) enter(done <-chan struct{}) (ok, full bool) {
+	select {
+	case l.admitted <- struct{}{}:
+	default:
+		return false, true
+	}
+	select {
+	case l.running <- struct{}{}:
+		return true, false
+	case <-done:
+		<-l.admitted
+		return false, false
+	}
+}
+
+func (l *reportLimiter) leave() {
+	<-l.running
+	<-l.admitted
+}
+
+var (
+	errReportToken = &engine.Error{Code: engine.CodePermissionDenied, Msg: "JWT token not valid or expired"}
+	errReportBusy  = &engine.Error{Code: engine.CodeTooManyRequests,
+		Msg: "Too many requests: the report queue is full (SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY); retry after a short delay"}
+)
+
+// buildReport answers a report as JSON, or as CSV when the client accepts
+// text/csv (and not JSON first). The JWT comes from the query parameter or the
+// header "jwt" (Trendz), or X-Authorization / Authorization; a bad one is 403.
+func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		header := reportCredentials(ctx)
+		p, err := s.eng.Authenticate(s.ctx, header)
+		if err != nil {
+			s.log.Debug("report authentication refused", "route", route(ctx), "client", ctx.RemoteIP().String(), "reason", err.Error())
+			var ee *engine.Error
+			if errors.As(err, &ee) {
+				err = errReportToken // Trendz answers every refused token with 403
+			}
+			s.fail(ctx, err)
+			return
+		}
+		ct := string(ctx.Request.Header.ContentType())
+		if mt, _, _ := strings.Cut(ct, ";"); !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+			writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams,
+				"Content type '"+ct+"' not supported: send Content-Type: application/json")
+			return
+		}
+		var req engine.ReportRequest
+		if err := sonic.Unmarshal(ctx.PostBody(), &req); err != nil {
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+				"Invalid request body: want {viewConfigId, rangeStartTs?, rangeEndTs?, filters?: {name: [values]}}")
+			return
+		}
+		ok, full := lim.enter(s.polls.Done())
+		if !ok {
+			if full {
+				s.fail(ctx, errReportBusy)
+			} else {
+				s.fail(ctx, &engine.Error{Code: engine.CodeUnavailable, Msg: "Node is shutting down"})
+			}
+			return
+		}
+		rep, err := s.eng.BuildReport(s.ctx, p, req)
+		lim.leave()
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		if wantsCSV(ctx) {
+			writeCSV(ctx, rep)
+			return
+		}
+		s.writeJSON(ctx, rep)
+	}
+}
+
+// reportCredentials is the Authorization-style credential of a report request.
+func reportCredentials(ctx *fasthttp.RequestCtx) string {
+	if jwt := ctx.QueryArgs().Peek("jwt"); len(jwt) > 0 {
+		return "Bearer " + string(jwt)
+	}
+	if jwt := ctx.Request.Header.Peek("jwt"); len(jwt) > 0 {
+		return "Bearer " + string(jwt)
+	}
+	header := ctx.Request.Header.Peek("X-Authorization")
+	if len(bytes.TrimSpace(header)) == 0 {
+		header = ctx.Request.Header.Peek("Authorization")
+	}
+	return string(header)
+}
+
+// wantsCSV: Accept names text/csv before any JSON type.
+func wantsCSV(ctx *fasthttp.RequestCtx) bool {
+	for _, part := range strings.Split(string(ctx.Request.Header.Peek("Accept")), ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch strings.ToLower(strings.TrimSpace(mt)) {
+		case "text/csv":
+			return true
+		case "application/json", "application/*":
+			return false
+		}
+	}
+	return false
+}
+
+// writeCSV writes the report as RFC 4180 CSV, the header row being the labels.
+func writeCSV(ctx *fasthttp.RequestCtx, rep *engine.Report) {
+	ctx.SetContentType("text/csv; charset=utf-8")
+	w := csv.NewWriter(ctx.Response.BodyWriter())
+	w.Write(rep.ColumnLabels)
+	rec := make([]string, len(rep.ColumnLabels))
+	for _, row := range rep.Rows {
+		for i, c := range row {
+			rec[i] = engine.CellText(c)
+		}
+		w.Write(rec)
+	}
+	w.Flush()
+}

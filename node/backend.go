@@ -90,7 +90,9 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*bac
 		rs.Close()
 		return nil, err
 	}
-	b := &backend{store: split.New(&ingest.Spooled{Spool: spool, History: ch, LatestStore: rs}, rs)}
+	store := split.New(&ingest.Spooled{Spool: spool, History: ch, LatestStore: rs}, rs)
+	store.Reports = ch // reports read history in ClickHouse directly
+	b := &backend{store: store}
 	key, err := sharedSigningKey(ctx, cfg, rs)
 	if err != nil {
 		b.store.Close()

@@ -189,3 +189,114 @@ type Backend interface {
 	// Close flushes and releases the back end.
 	Close() error
 }
+
+// Reporter computes the aggregates of an analytics report in the back end: one
+// pass over the history of many devices, grouped by report group, key and time
+// bucket. Back ends that serve reports implement it next to Telemetry; both the
+// embedded and the ClickHouse back end must give the same rows (storagetest.RunReport).
+type Reporter interface {
+	Report(ctx context.Context, q ReportQuery) ([]ReportRow, error)
+}
+
+// ReportQuery asks for the history of Keys of Devices in [StartTs, EndTs), grouped
+// by (Groups[i] of the point's device, key, bucket). The engine resolves each
+// device's dimension values (name, attributes, owner, …) and numbers the distinct
+// value tuples; the back end only sees those group numbers.
+//
+// Buckets are taken on the wall clock of the report's time zone: the point's wall
+// time is Ts + the offset of the last Zone shift with From <= Ts (Zone is sorted by
+// From and its first From is <= StartTs; empty means UTC), and Bucket.Key of that
+// wall time is the point's bucket. Zone shifts make calendar buckets follow DST.
+type ReportQuery struct {
+	Devices []uuid.UUID
+	Groups  []uint32
+	Keys    []string
+	StartTs int64
+	EndTs   int64
+	Zone    []ZoneShift
+	Bucket  Bucket
+	// Aggs says which parts of ReportRow the caller reads; back ends may skip the others.
+	Aggs ReportAggs
+}
+
+// ZoneShift is the UTC offset (ms) of the time zone from instant From (epoch ms) on.
+type ZoneShift struct {
+	From     int64
+	OffsetMs int64
+}
+
+// ReportAggs is a set of report aggregations.
+type ReportAggs uint16
+
+const (
+	ReportAvg ReportAggs = 1 << iota
+	ReportSum
+	ReportMin
+	ReportMax
+	ReportCount
+	ReportUniq
+	ReportLatest
+	ReportDelta
+)
+
+// ReportRow is the aggregate of one (group, key, bucket) that has at least one point.
+//
+// Numeric values are Longs and Doubles taken as float64; other kinds count only
+// for Count, Uniq and Latest. NumCount, Sum, Min and Max cover the numeric values
+// (Min and Max are 0 when NumCount is 0). Uniq counts distinct typed values (a Long
+// 1 and a Double 1.0 differ). Latest is the value with the newest ts; on equal ts
+// the device with the greatest id wins. Delta is, for each device, its last minus
+// its first numeric value in the bucket (by ts), summed over the group's devices
+// that have a numeric value there.
+type ReportRow struct {
+	Group    uint32
+	Key      string
+	Bucket   int64
+	Count    int64
+	NumCount int64
+	Sum      float64
+	Min      float64
+	Max      float64
+	Uniq     int64
+	Latest   kv.Value
+	LatestTs int64
+	Delta    float64
+}
+
+// BucketUnit is how a report cuts time. Timeline units (Minute … Year) give the
+// start of the bucket; the fold units give a part of the wall clock, so that, for
+// example, every Monday falls into one bucket.
+type BucketUnit uint8
+
+const (
+	// BucketNone puts the whole range in one bucket, key 0.
+	BucketNone BucketUnit = iota
+	// Timeline units, key = wall ms of the bucket start. Minutes and hours are
+	// counted from the wall midnight, days from 1970-01-01, weeks start on Monday.
+	BucketMinute
+	BucketHour
+	BucketDay
+	BucketWeek
+	// Timeline units, key = months since year 0 (year*12 + month-1) of the bucket start.
+	BucketMonth
+	BucketQuarter
+	BucketYear
+	// Fold units, key = the part: minute of hour 0–59, hour of day 0–23, ISO day
+	// of week 1 (Monday)–7, day of month 1–31, ISO week of year 1–53, week of
+	// month 1–6 (weeks start on Monday, week 1 holds the 1st), month 1–12,
+	// quarter 1–4.
+	BucketMinuteOfHour
+	BucketHourOfDay
+	BucketDayOfWeek
+	BucketDayOfMonth
+	BucketWeekOfYear
+	BucketWeekOfMonth
+	BucketMonthOfYear
+	BucketQuarterOfYear
+)
+
+// Bucket is a unit and, for timeline units, how many of it make one bucket (0 or 1: one).
+type Bucket struct {
+	Unit   BucketUnit
+	Amount int64
+}

@@ -71,6 +71,22 @@ func TestClusterConformance(t *testing.T) {
 	})
 }
 
+// TestClusterReport runs the report conformance suite on the cluster: the report
+// query reads the Distributed tables (with FINAL: system.parts lists no parts of
+// a Distributed table, so no partition counts as merged).
+func TestClusterReport(t *testing.T) {
+	testCluster(t)
+	storagetest.RunReport(t, func(t *testing.T) storage.Backend {
+		state, err := embedded.Open(t.TempDir(), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := split.New(openClusterTest(t), state)
+		t.Cleanup(func() { state.Close() })
+		return b
+	})
+}
+
 // TestClusterShardsByDevice checks that writes reach both shards, each
 // device's rows (history, latest values, tombstones) on one shard only.
 func TestClusterShardsByDevice(t *testing.T) {

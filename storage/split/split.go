@@ -4,6 +4,7 @@
 package split
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -28,6 +29,10 @@ type Backend struct {
 	storage.Telemetry
 	storage.Attributes
 	storage.Entities
+	// Reports builds reports: the telemetry back end when it is a
+	// storage.Reporter, else whatever the caller sets (in production the spool
+	// fronts ClickHouse, and reports go to ClickHouse itself).
+	Reports storage.Reporter
 
 	closers []io.Closer
 }
@@ -36,7 +41,19 @@ var _ storage.Backend = (*Backend)(nil)
 
 // New composes tel and state; Close closes both.
 func New(tel Telemetry, state State) *Backend {
-	return &Backend{Telemetry: tel, Attributes: state, Entities: state, closers: []io.Closer{tel, state}}
+	b := &Backend{Telemetry: tel, Attributes: state, Entities: state, closers: []io.Closer{tel, state}}
+	b.Reports, _ = tel.(storage.Reporter)
+	return b
+}
+
+var _ storage.Reporter = (*Backend)(nil)
+
+// Report delegates to Reports.
+func (b *Backend) Report(ctx context.Context, q storage.ReportQuery) ([]storage.ReportRow, error) {
+	if b.Reports == nil {
+		return nil, errors.New("split: this back end has no report store")
+	}
+	return b.Reports.Report(ctx, q)
 }
 
 // Close closes both back ends and returns their errors joined.

@@ -1,0 +1,311 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+var _ storage.Reporter = (*Store)(nil)
+
+// Report implements storage.Reporter with one query: the devices and their group
+// numbers go in as the external table report_devices; the inner GROUP BY reduces
+// each device's points per key and bucket (DELTA and LATEST are per device), the
+// outer one merges the devices of a group. Only one row per (group, key, bucket)
+// comes back. Bucketing is storage.Bucket.Key on the wall time, written in SQL.
+func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.ReportRow, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if len(q.Devices) != len(q.Groups) {
+		return nil, fmt.Errorf("clickhouse: report of %d devices with %d groups", len(q.Devices), len(q.Groups))
+	}
+	if q.StartTs >= q.EndTs || len(q.Devices) == 0 || len(q.Keys) == 0 {
+		return nil, nil
+	}
+	devices := func() (*ext.Table, error) {
+		t, err := ext.NewTable("report_devices", ext.Column("entity_id", "UUID"), ext.Column("grp", "UInt32"))
+		if err != nil {
+			return nil, err
+		}
+		for i, d := range q.Devices {
+			if err := t.Append(d, q.Groups[i]); err != nil {
+				return nil, err
+			}
+		}
+		return t, nil
+	}
+	keys := make([]string, len(q.Keys))
+	for i, k := range q.Keys {
+		keys[i] = quote(k)
+	}
+	keyList := strings.Join(keys, ", ")
+	inDevices := `entity_id IN (SELECT entity_id FROM report_devices)`
+
+	// Tombstones are rare: look for ones that concern the report before paying
+	// for the per-row check (read.go's, with the device added; a UUID cannot be
+	// a literal on 18.16, so the scalar subquery carries ids as text).
+	tbl, err := devices()
+	if err != nil {
+		return nil, err
+	}
+	var tombs uint64
+	if err := s.conn.QueryRow(ch.Context(ctx, ch.WithExternalTable(tbl)), `SELECT count() FROM `+s.table("telemetry_deletes")+
+		` WHERE `+inDevices+` AND (all_keys = 1 OR key IN (`+keyList+`))`).Scan(&tombs); err != nil {
+		return nil, fail("look up tombstones for a report", err)
+	}
+	with, alive := "", ""
+	if tombs > 0 {
+		with = `WITH (SELECT groupArray((toString(entity_id), all_keys, key, start_ts, end_ts, ver)) FROM ` + s.table("telemetry_deletes") +
+			` WHERE ` + inDevices + ` AND (all_keys = 1 OR key IN (` + keyList + `))) AS tombs `
+		alive = ` AND NOT arrayExists((d, e, k, t, v) -> d.1 = e AND (d.2 = 1 OR (d.3 = k AND t >= d.4 AND t < d.5)) AND v < d.6, tombs,
+			arrayResize([toString(entity_id)], length(tombs), toString(entity_id)), arrayResize([key], length(tombs), key),
+			arrayResize([ts], length(tombs), ts), arrayResize([ver], length(tombs), ver))`
+	}
+
+	clean, err := s.mergedRanges(ctx, q.StartTs, q.EndTs)
+	if err != nil {
+		return nil, err
+	}
+	// The points: FINAL collapses replayed copies, but on 18.16 it merges in one
+	// thread. A partition that is one merged part holds no copies, so it is read
+	// without FINAL and the others with it (copies of a point share its
+	// partition); the two branches split on ts, so each reads only its own
+	// partitions. They select only the columns the aggregations read: FINAL
+	// reads every column it returns.
+	cols := "entity_id, key, ts, type, long_v, dbl_v"
+	if q.Aggs&(storage.ReportUniq|storage.ReportLatest) != 0 {
+		cols += ", bool_v, str_v, json_v"
+	}
+	source := func(final bool, cond string) string {
+		f := ""
+		if final {
+			f = " FINAL"
+		}
+		return with + `SELECT ` + cols + `,
+					` + bucketSQL(q.Bucket, wallSQL(q.Zone)) + ` AS bucket
+				FROM ` + s.table("telemetry") + f + `
+				WHERE ` + inDevices + ` AND key IN (` + keyList + `) AND ts >= ? AND ts < ?` + alive + cond
+	}
+	args := []any{q.StartTs, q.EndTs}
+	var points string
+	switch {
+	case len(clean) == 0:
+		points = source(true, "")
+	case len(clean) == 1 && clean[0] == [2]int64{q.StartTs, q.EndTs}:
+		points = source(false, "")
+	default:
+		var rs []string
+		for _, r := range clean {
+			rs = append(rs, fmt.Sprintf("(ts >= %d AND ts < %d)", r[0], r[1]))
+		}
+		in := "(" + strings.Join(rs, " OR ") + ")"
+		points = source(false, " AND "+in) + "\n\t\t\t\tUNION ALL\n\t\t\t\t" + source(true, " AND NOT "+in)
+		args = append(args, q.StartTs, q.EndTs)
+	}
+	p := partials(q.Aggs)
+	query := `SELECT grp, key, bucket, sum(cnt), sum(ncnt), sum(s), minIf(mn, ncnt > 0), maxIf(mx, ncnt > 0), ` + p.outer + `
+		FROM (
+			SELECT entity_id, key, bucket, count() AS cnt, countIf(isnum) AS ncnt, sumIf(num, isnum) AS s,
+				minIf(num, isnum) AS mn, maxIf(num, isnum) AS mx` + p.inner + `
+			FROM (
+				-- Computed past the UNION: 18.16 refuses a column constant in one branch only.
+				SELECT ` + cols + `, bucket, type IN (2, 3) AS isnum, if(type = 2, toFloat64(long_v), dbl_v) AS num FROM (
+				` + points + `
+				)
+			)
+			GROUP BY entity_id, key, bucket
+		) ANY INNER JOIN report_devices USING entity_id
+		GROUP BY grp, key, bucket`
+	if tbl, err = devices(); err != nil {
+		return nil, err
+	}
+	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(tbl)), query, args...)
+	if err != nil {
+		return nil, fail("build a report", err)
+	}
+	defer rows.Close()
+	var out []storage.ReportRow
+	for rows.Next() {
+		var (
+			r                 storage.ReportRow
+			count, ncnt, uniq uint64
+			typ, b            uint8
+			l                 int64
+			d                 float64
+			str, jsonV        string
+		)
+		if err := rows.Scan(&r.Group, &r.Key, &r.Bucket, &count, &ncnt, &r.Sum, &r.Min, &r.Max,
+			&uniq, &typ, &b, &l, &d, &str, &jsonV, &r.LatestTs, &r.Delta); err != nil {
+			return nil, fail("build a report", err)
+		}
+		r.Count, r.NumCount, r.Uniq = int64(count), int64(ncnt), int64(uniq)
+		if q.Aggs&storage.ReportLatest != 0 {
+			r.Latest = value(typ, b, l, d, str, jsonV)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("build a report", err)
+	}
+	return out, nil
+}
+
+// mergedRanges returns the parts of [start, end) whose telemetry partition (a
+// month of ts in the server's time zone) is one part made by a merge:
+// ReplacingMergeTree keeps one row per (entity, key, ts) there. A part straight
+// from an insert is not merged: it may hold two copies of a point. A part that
+// arrives between this look and the report's query is read without FINAL; it can
+// only double a point replayed in that instant. Adjacent ranges are joined.
+func (s *Store) mergedRanges(ctx context.Context, start, end int64) ([][2]int64, error) {
+	rows, err := s.conn.Query(ctx, `SELECT partition, timezone() FROM system.parts
+		WHERE database = ? AND table = 'telemetry' AND active
+		GROUP BY partition HAVING count() = 1 AND min(level) > 0 ORDER BY partition`, strings.Trim(s.db, "`"))
+	if err != nil {
+		return nil, fail("list merged partitions", err)
+	}
+	defer rows.Close()
+	var out [][2]int64
+	for rows.Next() {
+		var part, tz string
+		if err := rows.Scan(&part, &tz); err != nil {
+			return nil, fail("list merged partitions", err)
+		}
+		ym, err := strconv.Atoi(part) // toYYYYMM
+		loc, lerr := time.LoadLocation(tz)
+		if err != nil || lerr != nil {
+			continue // not a month; read it with FINAL
+		}
+		from := time.Date(ym/100, time.Month(ym%100), 1, 0, 0, 0, 0, loc)
+		r := [2]int64{max(from.UnixMilli(), start), min(from.AddDate(0, 1, 0).UnixMilli(), end)}
+		if r[0] >= r[1] {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1][1] == r[0] {
+			out[n-1][1] = r[1]
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out, rows.Err()
+}
+
+// partials gives the inner (per device) and outer (per group) SELECT parts for
+// UNIQ, LATEST and DELTA, or constants when the report does not need them, so
+// the columns stay the same. LATEST ties on ts go to the greater device id, as
+// its text (UUID comparison in ClickHouse is not byte order).
+func partials(aggs storage.ReportAggs) (p struct{ inner, outer string }) {
+	var outer []string
+	if aggs&storage.ReportUniq != 0 {
+		p.inner += `, uniqExactState(type, bool_v, long_v, dbl_v, str_v, json_v) AS u`
+		outer = append(outer, `toUInt64(uniqExactMerge(u))`)
+	} else {
+		outer = append(outer, `toUInt64(0)`)
+	}
+	if aggs&storage.ReportLatest != 0 {
+		p.inner += `, max(ts) AS lts, argMax(type, ts) AS ltype, argMax(bool_v, ts) AS lbool, argMax(long_v, ts) AS llong,
+			argMax(dbl_v, ts) AS ldbl, argMax(str_v, ts) AS lstr, argMax(json_v, ts) AS ljson`
+		for _, c := range []string{"ltype", "lbool", "llong", "ldbl", "lstr", "ljson"} {
+			outer = append(outer, `argMax(`+c+`, (lts, toString(entity_id)))`)
+		}
+		outer = append(outer, `max(lts)`)
+	} else {
+		outer = append(outer, `toUInt8(0)`, `toUInt8(0)`, `toInt64(0)`, `toFloat64(0)`, `''`, `''`, `toInt64(0)`)
+	}
+	if aggs&storage.ReportDelta != 0 {
+		p.inner += `, argMaxIf(num, ts, isnum) - argMinIf(num, ts, isnum) AS delta`
+		outer = append(outer, `sum(delta)`)
+	} else {
+		outer = append(outer, `toFloat64(0)`)
+	}
+	p.outer = strings.Join(outer, ", ")
+	return p
+}
+
+func i64(n int64) string { return "toInt64(" + strconv.FormatInt(n, 10) + ")" }
+
+// wallSQL is storage.WallMs of ts: ts plus the offset of the shift in force.
+func wallSQL(zone []storage.ZoneShift) string {
+	if len(zone) == 0 {
+		return "ts"
+	}
+	if len(zone) == 1 {
+		return "(ts + " + i64(zone[0].OffsetMs) + ")"
+	}
+	var b strings.Builder
+	b.WriteString("(ts + multiIf(")
+	for i := 1; i < len(zone); i++ {
+		fmt.Fprintf(&b, "ts < %s, %s, ", i64(zone[i].From), i64(zone[i-1].OffsetMs))
+	}
+	b.WriteString(i64(zone[len(zone)-1].OffsetMs) + "))")
+	return b.String()
+}
+
+// floorSQL is x rounded down to a multiple of step (intDiv truncates toward 0).
+func floorSQL(x string, step int64) string {
+	return fmt.Sprintf("((intDiv(%[1]s, %[2]s) - (modulo(%[1]s, %[2]s) < 0)) * %[2]s)", x, i64(step))
+}
+
+// bucketSQL is storage.Bucket.Key of the wall time w.
+func bucketSQL(b storage.Bucket, w string) string {
+	const (
+		minute = int64(60_000)
+		hour   = 60 * minute
+		day    = 24 * hour
+		week   = 7 * day
+		monday = 4 * day
+	)
+	n := max(b.Amount, 1)
+	date := "toDateTime(intDiv(" + w + ", 1000), 'UTC')"
+	months := "(toInt64(toYear(" + date + ")) * 12 + toMonth(" + date + ") - 1)"
+	dayNum := "intDiv(" + floorSQL(w, day) + ", " + i64(day) + ")"
+	isoWeekday := func(dayNum string) string { return "(modulo(modulo(" + dayNum + ", 7) + 7 + 3, 7) + 1)" }
+	switch b.Unit {
+	case storage.BucketMinute, storage.BucketHour:
+		unit := minute
+		if b.Unit == storage.BucketHour {
+			unit = hour
+		}
+		return "(" + floorSQL(w, day) + " + " + floorSQL(w+" - "+floorSQL(w, day), n*unit) + ")"
+	case storage.BucketDay:
+		return floorSQL(w, n*day)
+	case storage.BucketWeek:
+		return "(" + floorSQL(w+" - "+i64(monday), n*week) + " + " + i64(monday) + ")"
+	case storage.BucketMonth:
+		return floorSQL(months, n)
+	case storage.BucketQuarter:
+		return floorSQL(months, 3*n)
+	case storage.BucketYear:
+		return floorSQL(months, 12*n)
+	case storage.BucketMinuteOfHour:
+		return "toInt64(intDiv(" + w + " - " + floorSQL(w, hour) + ", " + i64(minute) + "))"
+	case storage.BucketHourOfDay:
+		return "toInt64(intDiv(" + w + " - " + floorSQL(w, day) + ", " + i64(hour) + "))"
+	case storage.BucketDayOfWeek:
+		return "toInt64(" + isoWeekday(dayNum) + ")"
+	case storage.BucketDayOfMonth:
+		return "toInt64(toDayOfMonth(" + date + "))"
+	case storage.BucketWeekOfYear:
+		return "toInt64(toISOWeek(" + date + "))"
+	case storage.BucketWeekOfMonth:
+		dom := "toInt64(toDayOfMonth(" + date + "))"
+		return "toInt64(intDiv(" + dom + " - 1 + " + isoWeekday(dayNum+" - "+dom+" + 1") + " - 1, 7) + 1)"
+	case storage.BucketMonthOfYear:
+		return "toInt64(toMonth(" + date + "))"
+	case storage.BucketQuarterOfYear:
+		return "toInt64(intDiv(toMonth(" + date + ") - 1, 3) + 1)"
+	}
+	return "toInt64(0)"
+}
+
+// quote is s as a ClickHouse string literal.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}

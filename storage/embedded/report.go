@@ -1,0 +1,212 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+var _ storage.Reporter = (*DB)(nil)
+
+type reportKey struct {
+	group  uint32
+	key    string
+	bucket int64
+}
+
+// partial is the aggregate of one (group, key, bucket) over some devices; two
+// partials of disjoint device sets merge into the aggregate of both.
+type partial struct {
+	count, numCount int64
+	sum, min, max   float64
+	uniq            map[kv.Value]struct{}
+	latest          kv.Value
+	latestTs        int64
+	latestDev       uuid.UUID
+	delta           float64
+}
+
+func (p *partial) merge(o *partial) {
+	if o.count > 0 && (p.count == 0 || newer(o.latestTs, o.latestDev, p.latestTs, p.latestDev)) {
+		p.latest, p.latestTs, p.latestDev = o.latest, o.latestTs, o.latestDev
+	}
+	if o.numCount > 0 {
+		if p.numCount == 0 {
+			p.min, p.max = o.min, o.max
+		} else {
+			p.min, p.max = math.Min(p.min, o.min), math.Max(p.max, o.max)
+		}
+	}
+	p.count += o.count
+	p.numCount += o.numCount
+	p.sum += o.sum
+	p.delta += o.delta
+	if p.uniq == nil {
+		p.uniq = o.uniq
+	} else {
+		for v := range o.uniq {
+			p.uniq[v] = struct{}{}
+		}
+	}
+}
+
+// newer: a later ts wins; on equal ts the greater device id (storage.ReportRow).
+func newer(ts int64, dev uuid.UUID, thanTs int64, thanDev uuid.UUID) bool {
+	if ts != thanTs {
+		return ts > thanTs
+	}
+	return string(dev[:]) > string(thanDev[:])
+}
+
+// Report implements storage.Reporter: each device's history of each key is
+// scanned once, in ts order, folding points into per-device buckets that are
+// merged into their group's. Devices are spread over one worker per CPU.
+func (d *DB) Report(ctx context.Context, q storage.ReportQuery) ([]storage.ReportRow, error) {
+	if err := d.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer d.leave()
+	if q.StartTs >= q.EndTs || len(q.Devices) != len(q.Groups) {
+		if len(q.Devices) != len(q.Groups) {
+			return nil, fmt.Errorf("embedded: report of %d devices with %d groups", len(q.Devices), len(q.Groups))
+		}
+		return nil, nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(q.Devices))
+	results := make([]map[reportKey]*partial, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acc := map[reportKey]*partial{}
+			for i := w; i < len(q.Devices); i += workers {
+				for _, key := range q.Keys {
+					if err := d.reportSeries(ctx, q, q.Devices[i], q.Groups[i], key, acc); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+			}
+			results[w] = acc
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	all := results[0]
+	for _, r := range results[1:] {
+		for k, p := range r {
+			if have, ok := all[k]; ok {
+				have.merge(p)
+			} else {
+				all[k] = p
+			}
+		}
+	}
+	out := make([]storage.ReportRow, 0, len(all))
+	for k, p := range all {
+		out = append(out, storage.ReportRow{
+			Group: k.group, Key: k.key, Bucket: k.bucket, Count: p.count, NumCount: p.numCount,
+			Sum: p.sum, Min: p.min, Max: p.max, Uniq: int64(len(p.uniq)),
+			Latest: p.latest, LatestTs: p.latestTs, Delta: p.delta,
+		})
+	}
+	return out, nil
+}
+
+// reportSeries folds one device's history of key into acc.
+func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.UUID, group uint32, key string, acc map[reportKey]*partial) error {
+	prefix := seriesPrefix(nil, dev, key)
+	it, err := d.pdb.NewIter(&pebble.IterOptions{
+		LowerBound: appendTs(prefix, q.StartTs),
+		UpperBound: historyKey(nil, dev, key, q.EndTs),
+	})
+	if err != nil {
+		return fmt.Errorf("cannot report %q of %s: %w", key, dev, err)
+	}
+	defer it.Close()
+	// The device's buckets: points come in ts order but fold buckets (hour of
+	// day, …) recur, so each keeps its first and last numeric value until the end.
+	type devBucket struct {
+		partial
+		first, last float64
+	}
+	buckets := map[int64]*devBucket{}
+	var (
+		cur       *devBucket
+		curBucket int64
+		seen      int
+	)
+	wantUniq := q.Aggs&storage.ReportUniq != 0
+	for valid := it.First(); valid; valid = it.Next() {
+		raw, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		v, err := decodeValue(raw)
+		if err != nil {
+			return err
+		}
+		ts := decodeTs(it.Key()[len(prefix):])
+		if b := q.Bucket.Key(storage.WallMs(q.Zone, ts)); cur == nil || b != curBucket {
+			if cur = buckets[b]; cur == nil {
+				cur = &devBucket{}
+				buckets[b] = cur
+			}
+			curBucket = b
+		}
+		cur.count++
+		// Points come in ts order: the last one seen is the device's latest.
+		cur.latest, cur.latestTs, cur.latestDev = v, ts, dev
+		if wantUniq {
+			if cur.uniq == nil {
+				cur.uniq = map[kv.Value]struct{}{}
+			}
+			cur.uniq[v] = struct{}{}
+		}
+		if n, ok := v.Numeric(); ok {
+			if cur.numCount == 0 {
+				cur.min, cur.max, cur.first = n, n, n
+			} else {
+				cur.min, cur.max = math.Min(cur.min, n), math.Max(cur.max, n)
+			}
+			cur.last = n
+			cur.numCount++
+			cur.sum += n
+		}
+		if seen++; seen%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	for b, db := range buckets {
+		if db.numCount > 0 {
+			db.delta = db.last - db.first
+		}
+		k := reportKey{group, key, b}
+		if have, ok := acc[k]; ok {
+			have.merge(&db.partial)
+		} else {
+			p := db.partial
+			acc[k] = &p
+		}
+	}
+	return nil
+}

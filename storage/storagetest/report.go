@@ -1,0 +1,295 @@
+package storagetest
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// RunReport is the conformance suite of storage.Reporter: every back end that
+// builds reports must give the same rows for the same history, bucket and zone,
+// across DST changes. open is as for Run; the back end must implement
+// storage.Reporter. Empty buckets have no rows here: the engine lays them out.
+func RunReport(t *testing.T, open func(t *testing.T) storage.Backend) {
+	t.Run("HandChecked", func(t *testing.T) { testReportHand(t, open) })
+	t.Run("EveryBucket", func(t *testing.T) { testReportBuckets(t, open) })
+	t.Run("Deletes", func(t *testing.T) { testReportDeletes(t, open) })
+}
+
+// The report fixture: Europe/Kyiv around the end of DST on 2024-10-27, when
+// 04:00 EEST (01:00Z) became 03:00 EET.
+var (
+	repDev   = []uuid.UUID{uuid.MustParse("00000000-0000-4000-8000-000000000001"), uuid.MustParse("00000000-0000-4000-8000-000000000002"), uuid.MustParse("00000000-0000-4000-8000-000000000003")}
+	repOther = uuid.MustParse("00000000-0000-4000-8000-000000000004") // not in the report
+	repZone  = []storage.ZoneShift{{From: at("2024-09-01T00:00:00Z"), OffsetMs: 3 * 3600_000}, {From: at("2024-10-27T01:00:00Z"), OffsetMs: 2 * 3600_000}}
+	repStart = at("2024-10-26T21:00:00Z") // local midnight
+	repEnd   = at("2024-10-27T03:00:00Z")
+	allAggs  = storage.ReportAvg | storage.ReportSum | storage.ReportMin | storage.ReportMax | storage.ReportCount |
+		storage.ReportUniq | storage.ReportLatest | storage.ReportDelta
+)
+
+func at(s string) int64 {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixMilli()
+}
+
+type repPoint struct {
+	dev uuid.UUID
+	kv.Entry
+}
+
+func repPoints() []repPoint {
+	d1, d2, d3 := repDev[0], repDev[1], repDev[2]
+	p := func(dev uuid.UUID, ts string, key string, v kv.Value) repPoint {
+		return repPoint{dev, kv.Entry{Ts: at(ts), Key: key, Value: v}}
+	}
+	return []repPoint{
+		p(d1, "2024-10-26T20:30:00Z", "e", kv.LongValue(1)), // before the range
+		p(d1, "2024-10-26T21:00:00Z", "e", kv.LongValue(2)), // its first instant
+		p(d1, "2024-10-27T00:30:00Z", "e", kv.LongValue(10)),
+		p(d1, "2024-10-27T01:00:00Z", "e", kv.LongValue(7)),
+		p(d1, "2024-10-27T01:30:00Z", "e", kv.LongValue(20)),
+		p(d1, "2024-10-27T02:30:00Z", "e", kv.DoubleValue(30.5)),
+		p(d1, "2024-10-27T03:00:00Z", "e", kv.LongValue(999)), // the range's end: out
+		p(d2, "2024-10-27T00:45:00Z", "e", kv.LongValue(4)),
+		p(d2, "2024-10-27T02:30:00Z", "e", kv.BoolValue(true)),
+		p(d3, "2024-10-27T01:15:00Z", "e", kv.LongValue(100)),
+		p(d3, "2024-10-27T02:15:00Z", "e", kv.JSONValue(`{"a":1}`)),
+		p(d1, "2024-10-27T00:30:00Z", "s", kv.StringValue("on")),
+		p(d1, "2024-10-27T01:30:00Z", "s", kv.StringValue("off")),
+		p(d2, "2024-10-27T00:30:00Z", "s", kv.StringValue("x")),
+		p(d2, "2024-10-27T01:30:00Z", "s", kv.StringValue("tie")),
+		p(d1, "2024-10-27T00:30:00Z", "ignored", kv.LongValue(5)),
+		p(repOther, "2024-10-27T00:30:00Z", "e", kv.LongValue(1000)),
+	}
+}
+
+func writeReportFixture(t *testing.T, b storage.Backend, pts []repPoint) {
+	t.Helper()
+	rows := make([]storage.Row, len(pts))
+	for i, p := range pts {
+		rows[i] = storage.Row{TenantID: tenant, EntityID: p.dev, Entry: p.Entry}
+	}
+	must(t, b.Write(t.Context(), rows))
+}
+
+func repQuery(bucket storage.Bucket) storage.ReportQuery {
+	return storage.ReportQuery{
+		Devices: repDev, Groups: []uint32{0, 0, 1}, Keys: []string{"e", "s"},
+		StartTs: repStart, EndTs: repEnd, Zone: repZone, Bucket: bucket, Aggs: allAggs,
+	}
+}
+
+func report(t *testing.T, b storage.Backend, q storage.ReportQuery) []storage.ReportRow {
+	t.Helper()
+	rep, ok := b.(storage.Reporter)
+	if !ok {
+		t.Fatalf("%T is no storage.Reporter", b)
+	}
+	rows, err := rep.Report(t.Context(), q)
+	if err != nil {
+		t.Fatalf("Report: %v", err)
+	}
+	sortRows(rows)
+	return rows
+}
+
+func sortRows(rows []storage.ReportRow) {
+	slices.SortFunc(rows, func(a, b storage.ReportRow) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Bucket, b.Bucket))
+	})
+}
+
+func formatRows(rows []storage.ReportRow) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "\n  g%d %s bucket=%d count=%d num=%d sum=%v min=%v max=%v uniq=%d latest=%s@%d delta=%v",
+			r.Group, r.Key, r.Bucket, r.Count, r.NumCount, r.Sum, r.Min, r.Max, r.Uniq, formatValue(r.Latest), r.LatestTs, r.Delta)
+	}
+	return b.String()
+}
+
+func formatValue(v kv.Value) string { return v.Type.String() + ":" + v.Text() }
+
+func checkRows(t *testing.T, what string, got, want []storage.ReportRow) {
+	t.Helper()
+	sortRows(want)
+	same := len(got) == len(want)
+	for i := 0; same && i < len(got); i++ {
+		g, w := got[i], want[i]
+		same = g.Group == w.Group && g.Key == w.Key && g.Bucket == w.Bucket && g.Count == w.Count &&
+			g.NumCount == w.NumCount && g.Sum == w.Sum && g.Min == w.Min && g.Max == w.Max && g.Uniq == w.Uniq &&
+			sameValue(g.Latest, w.Latest) && g.LatestTs == w.LatestTs && g.Delta == w.Delta
+	}
+	if !same {
+		t.Fatalf("%s:\ngot%s\nwant%s", what, formatRows(got), formatRows(want))
+	}
+}
+
+// testReportHand checks hour buckets across the DST end against hand-computed
+// rows: the wall hour 03:00 happens twice and is one bucket; LATEST ties go to
+// the greater device id; DELTA is per device, then summed.
+func testReportHand(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	writeReportFixture(t, b, repPoints())
+	wall := func(s string) int64 { return at(s) } // a wall time written as if UTC
+	got := report(t, b, repQuery(storage.Bucket{Unit: storage.BucketHour}))
+	checkRows(t, "hour buckets", got, []storage.ReportRow{
+		{Group: 0, Key: "e", Bucket: wall("2024-10-27T00:00:00Z"), Count: 1, NumCount: 1, Sum: 2, Min: 2, Max: 2, Uniq: 1,
+			Latest: kv.LongValue(2), LatestTs: at("2024-10-26T21:00:00Z")},
+		{Group: 0, Key: "e", Bucket: wall("2024-10-27T03:00:00Z"), Count: 4, NumCount: 4, Sum: 41, Min: 4, Max: 20, Uniq: 4,
+			Latest: kv.LongValue(20), LatestTs: at("2024-10-27T01:30:00Z"), Delta: 10},
+		{Group: 0, Key: "e", Bucket: wall("2024-10-27T04:00:00Z"), Count: 2, NumCount: 1, Sum: 30.5, Min: 30.5, Max: 30.5, Uniq: 2,
+			Latest: kv.BoolValue(true), LatestTs: at("2024-10-27T02:30:00Z")},
+		{Group: 0, Key: "s", Bucket: wall("2024-10-27T03:00:00Z"), Count: 4, Uniq: 4,
+			Latest: kv.StringValue("tie"), LatestTs: at("2024-10-27T01:30:00Z")},
+		{Group: 1, Key: "e", Bucket: wall("2024-10-27T03:00:00Z"), Count: 1, NumCount: 1, Sum: 100, Min: 100, Max: 100, Uniq: 1,
+			Latest: kv.LongValue(100), LatestTs: at("2024-10-27T01:15:00Z")},
+		{Group: 1, Key: "e", Bucket: wall("2024-10-27T04:00:00Z"), Count: 1, Uniq: 1,
+			Latest: kv.JSONValue(`{"a":1}`), LatestTs: at("2024-10-27T02:15:00Z")},
+	})
+	// Minute of the hour folds the range; d1's minute-30 points are not
+	// consecutive (01:00 lies between), and its DELTA is still last minus first.
+	got = report(t, b, repQuery(storage.Bucket{Unit: storage.BucketMinuteOfHour}))
+	for _, r := range got {
+		if r.Group == 0 && r.Key == "e" && r.Bucket == 30 && r.Delta != 20.5 {
+			t.Fatalf("DELTA of a recurring bucket: %v, want 20.5%s", r.Delta, formatRows(got))
+		}
+	}
+	// No devices, no keys, an empty range: no rows.
+	q := repQuery(storage.Bucket{})
+	q.Keys = []string{"absent"}
+	checkRows(t, "absent key", report(t, b, q), nil)
+	q = repQuery(storage.Bucket{})
+	q.StartTs, q.EndTs = at("2020-01-01T00:00:00Z"), at("2020-02-01T00:00:00Z")
+	checkRows(t, "empty range", report(t, b, q), nil)
+}
+
+// expectRows reduces points as storage.ReportRow describes, with the reference
+// bucketing storage.Bucket.Key: the expectation every back end must meet.
+func expectRows(q storage.ReportQuery, pts []repPoint) []storage.ReportRow {
+	group := map[uuid.UUID]uint32{}
+	for i, d := range q.Devices {
+		group[d] = q.Groups[i]
+	}
+	type rk struct {
+		g uint32
+		k string
+		b int64
+	}
+	type dk struct {
+		rk
+		dev uuid.UUID
+	}
+	rows := map[rk]*storage.ReportRow{}
+	uniq := map[rk]map[kv.Value]bool{}
+	first, last := map[dk]repPoint{}, map[dk]repPoint{}
+	latestDev := map[rk]uuid.UUID{}
+	sorted := slices.Clone(pts)
+	slices.SortStableFunc(sorted, func(a, b repPoint) int { return cmp.Compare(a.Ts, b.Ts) })
+	for _, p := range sorted {
+		g, ok := group[p.dev]
+		if !ok || !slices.Contains(q.Keys, p.Key) || p.Ts < q.StartTs || p.Ts >= q.EndTs {
+			continue
+		}
+		k := rk{g, p.Key, q.Bucket.Key(storage.WallMs(q.Zone, p.Ts))}
+		r := rows[k]
+		if r == nil {
+			r = &storage.ReportRow{Group: g, Key: p.Key, Bucket: k.b}
+			rows[k], uniq[k] = r, map[kv.Value]bool{}
+		}
+		r.Count++
+		uniq[k][p.Value] = true
+		if r.Count == 1 || p.Ts > r.LatestTs || (p.Ts == r.LatestTs && p.dev.String() > latestDev[k].String()) {
+			r.Latest, r.LatestTs, latestDev[k] = p.Value, p.Ts, p.dev
+		}
+		if n, ok := p.Value.Numeric(); ok {
+			if r.NumCount == 0 {
+				r.Min, r.Max = n, n
+			}
+			r.Min, r.Max = math.Min(r.Min, n), math.Max(r.Max, n)
+			r.NumCount++
+			r.Sum += n
+			d := dk{k, p.dev}
+			if _, ok := first[d]; !ok {
+				first[d] = p
+			}
+			last[d] = p
+		}
+	}
+	for d, f := range first {
+		a, _ := f.Value.Numeric()
+		z, _ := last[d].Value.Numeric()
+		rows[d.rk].Delta += z - a
+	}
+	var out []storage.ReportRow
+	for k, r := range rows {
+		r.Uniq = int64(len(uniq[k]))
+		out = append(out, *r)
+	}
+	return out
+}
+
+// testReportBuckets runs every bucket unit (and amounts) over ranges across
+// both DST changes of 2024 and compares with the reference.
+func testReportBuckets(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	pts := repPoints()
+	// Points every 7 h 13 min through 2024 on d1 and d2, every 11 h 3 min on d3.
+	for i, d := range repDev {
+		step := int64(7*3600_000 + 13*60_000)
+		if i == 2 {
+			step = 11*3600_000 + 3*60_000
+		}
+		for ts := at("2024-01-01T00:00:17Z") + int64(i)*60_000; ts < at("2025-01-01T00:00:00Z"); ts += step {
+			pts = append(pts, repPoint{d, kv.Entry{Ts: ts, Key: "e", Value: kv.LongValue(ts / 60_000 % 1000)}})
+		}
+	}
+	writeReportFixture(t, b, pts)
+	zone := []storage.ZoneShift{{From: at("2023-12-01T00:00:00Z"), OffsetMs: 2 * 3600_000},
+		{From: at("2024-03-31T01:00:00Z"), OffsetMs: 3 * 3600_000}, {From: at("2024-10-27T01:00:00Z"), OffsetMs: 2 * 3600_000}}
+	for _, bk := range []storage.Bucket{
+		{Unit: storage.BucketNone}, {Unit: storage.BucketMinute, Amount: 30}, {Unit: storage.BucketHour}, {Unit: storage.BucketHour, Amount: 5},
+		{Unit: storage.BucketDay}, {Unit: storage.BucketDay, Amount: 3}, {Unit: storage.BucketWeek}, {Unit: storage.BucketWeek, Amount: 2},
+		{Unit: storage.BucketMonth}, {Unit: storage.BucketMonth, Amount: 2}, {Unit: storage.BucketQuarter}, {Unit: storage.BucketYear},
+		{Unit: storage.BucketMinuteOfHour}, {Unit: storage.BucketHourOfDay}, {Unit: storage.BucketDayOfWeek}, {Unit: storage.BucketDayOfMonth},
+		{Unit: storage.BucketWeekOfYear}, {Unit: storage.BucketWeekOfMonth}, {Unit: storage.BucketMonthOfYear}, {Unit: storage.BucketQuarterOfYear},
+	} {
+		q := repQuery(bk)
+		q.Zone, q.StartTs, q.EndTs = zone, at("2024-01-01T00:00:00Z"), at("2025-01-01T00:00:00Z")
+		checkRows(t, fmt.Sprintf("bucket %+v", bk), report(t, b, q), expectRows(q, pts))
+	}
+}
+
+// testReportDeletes: deleted history is left out; a point written again after
+// the delete is back.
+func testReportDeletes(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	pts := repPoints()
+	writeReportFixture(t, b, pts)
+	must(t, b.DeleteSeries(t.Context(), storage.DeleteQuery{EntityID: repDev[0], Keys: []string{"e"},
+		StartTs: at("2024-10-27T00:00:00Z"), EndTs: at("2024-10-27T01:15:00Z")}))
+	again := repPoint{repDev[0], kv.Entry{Ts: at("2024-10-27T00:30:00Z"), Key: "e", Value: kv.LongValue(11)}}
+	write(t, b, again.dev, again.Entry)
+	kept := []repPoint{again}
+	for _, p := range pts {
+		if p.dev == repDev[0] && p.Key == "e" && p.Ts >= at("2024-10-27T00:00:00Z") && p.Ts < at("2024-10-27T01:15:00Z") {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	q := repQuery(storage.Bucket{Unit: storage.BucketHour})
+	checkRows(t, "after a delete", report(t, b, q), expectRows(q, kept))
+}
