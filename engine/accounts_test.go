@@ -50,6 +50,10 @@ func TestDeleteTenantRemovesEverything(t *testing.T) {
 	if _, err := te.SaveRPCRule(ctx, b, &RPCRuleInput{Method: "m", Script: "return 1"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := te.SaveView(ctx, b, &View{Name: "v", Source: ViewSource{DeviceProfile: "default"},
+		Fields: []ViewField{{Label: "Device", Source: SourceEntityName}}}); err != nil {
+		t.Fatal(err)
+	}
 	pkg := te.newTestOta(t, b, "fw", "1")
 	if _, err := te.SaveOtaPackageData(ctx, b, pkg.ID.ID, OtaUpload{ChecksumAlgorithm: "MD5", FileName: "fw.bin",
 		Data: strings.NewReader("firmware")}); err != nil {
@@ -64,7 +68,7 @@ func TestDeleteTenantRemovesEverything(t *testing.T) {
 	if _, err := te.store.Lookup(ctx, kindOtaData, otaDataKey(pkg.ID.ID)); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("OTA package bytes left: %v", err)
 	}
-	for _, kind := range []string{kindDevice, kindCredentials, kindCustomer, kindUser, kindUserCreds, kindProfile, kindAPIKey, kindOtaPackage, kindRPCRule} {
+	for _, kind := range []string{kindDevice, kindCredentials, kindCustomer, kindUser, kindUserCreds, kindProfile, kindAPIKey, kindOtaPackage, kindRPCRule, kindView} {
 		if rs, err := te.store.List(ctx, kind, b.TenantID); err != nil || len(rs) != 0 {
 			t.Errorf("%s left after delete: %d %v", kind, len(rs), err)
 		}

@@ -133,7 +133,7 @@ func (e *Engine) DeleteTenant(ctx context.Context, p *Principal, id uuid.UUID) e
 	if err := e.removeOtaPackages(ctx, id); err != nil {
 		return err
 	}
-	if err := e.removeOwned(ctx, id, kindProfile, kindRPCRule); err != nil {
+	if err := e.removeOwned(ctx, id, kindProfile, kindRPCRule, kindView); err != nil {
 		return err
 	}
 	if err := e.removeEntityData(ctx, id); err != nil {
