@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -49,6 +50,9 @@ type Server struct {
 	// writes in flight during a graceful shutdown still complete.
 	polls     context.Context
 	stopPolls context.CancelFunc
+
+	reqMetrics requestMetrics // see metrics.go
+	gauges     *metrics.Set   // this node's gauges on /metrics
 }
 
 // New returns the front end over eng and the telemetry writer w. ready reports
@@ -61,8 +65,10 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 		cfg.LongPollMaxTimeout = 300 * time.Second
 	}
 	polls, stopPolls := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background(),
-		polls: polls, stopPolls: stopPolls}
+	s := &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background(),
+		polls: polls, stopPolls: stopPolls, gauges: metrics.NewSet()}
+	s.gauges.NewGauge(`sluice_long_polls_open`, func() float64 { return float64(eng.OpenPolls()) })
+	return s
 }
 
 // Close ends every open long poll (503) and makes later ones answer 503 at once.
@@ -70,7 +76,7 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 func (s *Server) Close() { s.stopPolls() }
 
 // Handler returns the request handler with every route.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.routes().Handler }
+func (s *Server) Handler() fasthttp.RequestHandler { return s.instrument(s.routes().Handler) }
 
 // routes builds the router with every route; tests list its routes.
 func (s *Server) routes() *router.Router {
@@ -79,6 +85,7 @@ func (s *Server) routes() *router.Router {
 	r.RedirectFixedPath = false
 	r.SaveMatchedRoutePath = true // for log lines: the pattern, not the token-bearing path
 	r.GET("/healthz", s.healthz)
+	r.GET("/metrics", s.serveMetrics)
 	s.deviceRoutes(r)
 	s.authRoutes(r)
 	s.entityRoutes(r)

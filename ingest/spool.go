@@ -311,8 +311,10 @@ func (s *Spool) deliverOnce(l *lane) error {
 		return nil
 	}
 	if err := s.sink.Write(context.Background(), rows); err != nil {
+		spoolDeliverError.Inc()
 		return err
 	}
+	spoolDelivered.Add(len(rows))
 	b := s.db.NewBatch()
 	for _, k := range keys {
 		b.Delete(k, nil)

@@ -10,6 +10,7 @@ import (
 	"hash/maphash"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -103,6 +104,7 @@ func (w *Writer) Write(ctx context.Context, rows []storage.Row) error {
 	default:
 		w.mu.RUnlock()
 		requestPool.Put(req)
+		pointsOverloaded.Add(len(rows))
 		return ErrOverloaded
 	}
 	w.mu.RUnlock()
@@ -113,6 +115,15 @@ func (w *Writer) Write(ctx context.Context, rows []storage.Row) error {
 	req.rows = nil
 	requestPool.Put(req)
 	return err
+}
+
+// Queued is the number of write requests waiting in the shards' queues.
+func (w *Writer) Queued() int {
+	n := 0
+	for _, s := range w.shards {
+		n += len(s.queue)
+	}
+	return n
 }
 
 func (w *Writer) shardOf(id uuid.UUID) int {
@@ -155,7 +166,18 @@ gather:
 			break gather
 		}
 	}
+	start := time.Now()
 	err := w.store.Write(context.Background(), s.batch)
+	batchDuration.UpdateDuration(start)
+	batchRows.Update(float64(len(s.batch)))
+	switch {
+	case err == nil:
+		pointsAccepted.Add(len(s.batch))
+	case errors.Is(err, ErrSpoolFull):
+		spoolFull.Add(len(s.batch))
+	default:
+		pointsFailed.Add(len(s.batch))
+	}
 	for i, r := range s.reqs {
 		r.done <- err
 		s.reqs[i] = nil

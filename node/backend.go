@@ -28,6 +28,8 @@ type backend struct {
 	store      storage.Backend
 	notifier   notify.Notifier
 	signingKey []byte
+	// spool is the ClickHouse spool of the production back ends (nil embedded).
+	spool *ingest.Spool
 	// dropCaches is set once the engine exists; the notifier calls it when its
 	// subscription was interrupted and messages may have been lost.
 	dropCaches atomic.Pointer[func()]
@@ -92,7 +94,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*bac
 	}
 	store := split.New(&ingest.Spooled{Spool: spool, History: ch, LatestStore: rs}, rs)
 	store.Reports = ch // reports read history in ClickHouse directly
-	b := &backend{store: store}
+	b := &backend{store: store, spool: spool}
 	key, err := sharedSigningKey(ctx, cfg, rs)
 	if err != nil {
 		b.store.Close()

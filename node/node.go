@@ -91,6 +91,11 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		},
 	}, n.eng, n.ingest, log, n.ready.Load)
 	n.api = api
+	if sp := b.spool; sp != nil {
+		api.Gauges().NewGauge(`sluice_spool_rows`, func() float64 { r, _ := sp.Depth(); return float64(r) })
+		api.Gauges().NewGauge(`sluice_spool_bytes`, func() float64 { _, by := sp.Depth(); return float64(by) })
+	}
+	api.Gauges().NewGauge(`sluice_ingest_queued_requests`, func() float64 { return float64(n.ingest.Queued()) })
 	// None of these timeouts can cut a long poll (up to SLUICE_LONG_POLL_MAX_TIMEOUT,
 	// 300 s) while its handler waits: fasthttp applies ReadTimeout to reading the
 	// request only (nothing is read while the handler runs), starts WriteTimeout

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
@@ -60,7 +61,16 @@ type seriesKey struct {
 	key    string
 }
 
-func (s *Store) insert(ctx context.Context, table, columns string, c *columns, latest bool) error {
+func (s *Store) insert(ctx context.Context, table, columns string, c *columns, latest bool) (err error) {
+	start := time.Now()
+	defer func() {
+		insertDuration.UpdateDuration(start)
+		if err != nil {
+			insertErrors.Inc()
+		} else {
+			insertedRows.Add(len(c.ts))
+		}
+	}()
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(table)+columns)
 	if err != nil {
 		return fail("prepare insert into "+table, err)

@@ -92,6 +92,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		DB:            opts.DB,
 		DialTimeout:   opts.DialTimeout,
 	})
+	rdb.AddHook(errorHook{})
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("cannot connect to redis at %v: %w: %w", opts.Addrs, storage.ErrUnavailable, err)

@@ -1,0 +1,47 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/VictoriaMetrics/metrics"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// redisErrors counts commands (and pipelines) that failed: connection trouble and
+// server errors. A missing key (redis.Nil) is an answer, not an error.
+var redisErrors = metrics.NewCounter(`sluice_redis_errors_total`)
+
+// errorHook counts failures on every command of the client.
+type errorHook struct{}
+
+func (errorHook) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			redisErrors.Inc()
+		}
+		return c, err
+	}
+}
+
+func (errorHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			redisErrors.Inc()
+		}
+		return err
+	}
+}
+
+func (errorHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			redisErrors.Inc()
+		}
+		return err
+	}
+}
