@@ -5,7 +5,9 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"strconv"
 	"time"
 
@@ -113,12 +115,19 @@ func (s *Server) routes() *router.Router {
 // ErrorHandler answers requests fasthttp rejects before routing (body too large,
 // malformed request line or headers) with the JSON error body.
 func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
-	if err == fasthttp.ErrBodyTooLarge {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr *net.OpError
+	switch {
+	case err == fasthttp.ErrBodyTooLarge:
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
 			"Payload size exceeds the limit of "+itoa(s.cfg.MaxBodySize)+" bytes")
-		return
+	case errors.As(err, &small):
+		writeError(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, engine.CodeBadRequestParams, "Request headers are too large")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeError(ctx, fasthttp.StatusRequestTimeout, engine.CodeBadRequestParams, "Request not received in time")
+	default:
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Malformed HTTP request")
 	}
-	writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Malformed HTTP request")
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
