@@ -186,3 +186,39 @@ func TestHostileRequests(t *testing.T) {
 		t.Fatalf("latest after the table: %s", got)
 	}
 }
+
+// TestStalledClientIsCut: a client that sends half a request and stops loses its
+// connection after SLUICE_HTTP_READ_TIMEOUT, while the node serves others.
+func TestStalledClientIsCut(t *testing.T) {
+	n := startNode(t, func(c *config.Config) { c.HTTP.ReadTimeout = 300 })
+	for _, partial := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+		"POST /api/v1/" + n.Token + "/telemetry HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":",
+	} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(partial)); err != nil {
+			t.Fatal(err)
+		}
+		n.must(200, "GET", "/healthz", "") // others are served meanwhile
+		// The server closes the connection (perhaps after a 408); a generous
+		// deadline only keeps a broken server from hanging the test.
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 4096)
+		for {
+			_, err := c.Read(buf)
+			if err == nil {
+				continue
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("%.30q: connection still open after 30 s", partial)
+			}
+			break
+		}
+		c.Close()
+	}
+	// A long poll's wait is not reading: it outlives the read timeout.
+	timedOut(t, n.poll(n.Token, "?timeout=1500"))
+}

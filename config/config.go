@@ -99,6 +99,11 @@ type HTTP struct {
 	BindPort    int    `yaml:"bind_port" env:"HTTP_BIND_PORT"`
 	// LongPollMaxTimeout caps the timeout of the device long polls, in ms.
 	LongPollMaxTimeout int `yaml:"long_poll_max_timeout_ms" env:"SLUICE_LONG_POLL_MAX_TIMEOUT"`
+	// ReadTimeout bounds reading one request (headers and body), IdleTimeout the
+	// wait for the next request on a kept-alive connection, both in ms: a client
+	// that stalls mid-request loses its connection.
+	ReadTimeout int `yaml:"read_timeout_ms" env:"SLUICE_HTTP_READ_TIMEOUT"`
+	IdleTimeout int `yaml:"idle_timeout_ms" env:"SLUICE_HTTP_IDLE_TIMEOUT"`
 }
 
 // SSL turns on HTTPS on the HTTP port (plain HTTP keeps working there too).
@@ -162,7 +167,7 @@ type Log struct {
 // Default returns the built-in defaults (the values documented in the README).
 func Default() Config {
 	return Config{
-		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000},
+		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000, ReadTimeout: 30000, IdleTimeout: 120000},
 		Data: Data{Dir: "./data"},
 		Auth: Auth{
 			TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io",
@@ -280,6 +285,8 @@ func (c Config) Validate() error {
 		{"SLUICE_LOGIN_LOCKOUT", c.Auth.LoginLockout},
 		{"SLUICE_ACTIVATION_TTL", c.Auth.ActivationTTL},
 		{"SLUICE_LONG_POLL_MAX_TIMEOUT", c.HTTP.LongPollMaxTimeout},
+		{"SLUICE_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout},
+		{"SLUICE_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout},
 		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
 		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
 		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},

@@ -106,9 +106,9 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		ErrorHandler:       api.ErrorHandler,
 		Name:               "Sluice",
 		MaxRequestBodySize: cfg.Limits.MaxBodySize,
-		ReadTimeout:        30 * time.Second,
+		ReadTimeout:        time.Duration(cfg.HTTP.ReadTimeout) * time.Millisecond,
 		WriteTimeout:       30 * time.Second,
-		IdleTimeout:        120 * time.Second,
+		IdleTimeout:        time.Duration(cfg.HTTP.IdleTimeout) * time.Millisecond,
 		// Responses written while shutting down close their connection, so a client
 		// reconnects (to another node) instead of reusing it.
 		CloseOnShutdown: true,
