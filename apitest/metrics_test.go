@@ -3,6 +3,7 @@ package apitest
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,5 +77,22 @@ func TestMetricsProduction(t *testing.T) {
 		if n.metricValue(t, series) < 0 {
 			t.Errorf("%s missing from /metrics", series)
 		}
+	}
+}
+
+// TestRequestID: every answer carries X-Request-Id; a sane id from the client is
+// echoed, anything else replaced.
+func TestRequestID(t *testing.T) {
+	n := startNode(t, nil)
+	a := n.must(200, "GET", "/healthz", "").Header.Get("X-Request-Id")
+	b := n.must(200, "GET", "/healthz", "").Header.Get("X-Request-Id")
+	if a == "" || a == b {
+		t.Fatalf("generated ids %q, %q: want distinct, non-empty", a, b)
+	}
+	if got := n.do("POST", "/api/v1/NO_TOKEN/telemetry", `{"a":1}`, "X-Request-Id: lb-42.abc_X").Header.Get("X-Request-Id"); got != "lb-42.abc_X" {
+		t.Fatalf("echoed id on an error answer: %q", got)
+	}
+	if got := n.must(200, "GET", "/healthz", "", "X-Request-Id: bad id\twith junk").Header.Get("X-Request-Id"); got == "" || strings.ContainsAny(got, " \t") {
+		t.Fatalf("insane id not replaced: %q", got)
 	}
 }

@@ -61,10 +61,10 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrSpoolFull), errors.Is(err, ingest.ErrClosed):
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
 	case errors.Is(err, storage.ErrUnavailable):
-		s.log.Error("storage unavailable", "route", route(ctx), "err", err)
+		s.log.Error("storage unavailable", "requestId", requestID(ctx), "route", route(ctx), "err", err)
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Storage is unavailable, retry later")
 	default:
-		s.log.Error("request failed", "method", string(ctx.Method()), "route", route(ctx), "err", err)
+		s.log.Error("request failed", "requestId", requestID(ctx), "method", string(ctx.Method()), "route", route(ctx), "err", err)
 		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
 	}
 }

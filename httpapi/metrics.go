@@ -74,12 +74,14 @@ func methodIndex(m []byte) int {
 	return len(methods)
 }
 
-// instrument wraps h: every request is counted by route, method and status, and
-// timed. Requests no route matched count under route="unmatched".
+// instrument wraps h: every request gets its id (requestid.go), is counted by
+// route, method and status, and timed. Requests no route matched count under route="unmatched".
 func (s *Server) instrument(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
+		setRequestID(ctx)
 		h(ctx)
+		echoRequestID(ctx)
 		r, ok := ctx.UserValue(router.MatchedRoutePathParam).(string)
 		if !ok {
 			r = "unmatched"

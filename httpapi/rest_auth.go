@@ -59,7 +59,7 @@ func (s *Server) login(ctx *fasthttp.RequestCtx) {
 	client := ctx.RemoteIP().String()
 	access, refresh, err := s.eng.LoginFrom(s.ctx, client, req.Username, req.Password)
 	if err != nil {
-		s.log.Info("login refused", "client", client, "reason", err.Error())
+		s.log.Info("login refused", "requestId", requestID(ctx), "client", client, "reason", err.Error())
 		s.fail(ctx, err)
 		return
 	}

@@ -106,7 +106,7 @@ func (s *Server) routes() *router.Router {
 			"Request method '"+string(ctx.Method())+"' is not supported")
 	}
 	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
-		s.log.Error("handler panic", "route", route(ctx), "panic", v)
+		s.log.Error("handler panic", "requestId", requestID(ctx), "route", route(ctx), "panic", v)
 		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")
 	}
 	return r
