@@ -8,7 +8,7 @@ GO      ?= go
 # `make fuzz FUZZTIME=2000000x` for a deeper search.
 FUZZTIME ?= 50000x
 
-.PHONY: build run test test-short fuzz bench load vet fmt clean services
+.PHONY: build run test test-short test-reliability fuzz bench load vet fmt clean services
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -22,6 +22,13 @@ test: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
+
+# The crash and outage tests alone: kill -9 of the real binary under load from the
+# load generator (embedded and ClickHouse + Redis), kill -9 with points only in the
+# spool, and ClickHouse cut off under load. `make test` (and so CI) runs them too;
+# with services: eval "$$(scripts/services.sh)" && SLUICE_REQUIRE_SERVICES=1 make test-reliability
+test-reliability:
+	$(GO) test -count=1 -v -run 'Reliability|Kill9|ClickHouseOutage' ./apitest/
 
 test-short:
 	$(GO) test -count=1 ./...
