@@ -28,7 +28,7 @@ test: vet
 # spool, and ClickHouse cut off under load. `make test` (and so CI) runs them too;
 # with services: eval "$$(scripts/services.sh)" && SLUICE_REQUIRE_SERVICES=1 make test-reliability
 test-reliability:
-	$(GO) test -count=1 -v -run 'Reliability|Kill9|ClickHouseOutage' ./apitest/
+	$(GO) test -count=1 -v -run 'Reliability|Kill9|ClickHouseOutage|RedisRestart' ./apitest/
 
 test-short:
 	$(GO) test -count=1 ./...
