@@ -69,6 +69,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*bac
 	if err != nil {
 		return nil, fmt.Errorf("cannot use ClickHouse at %s (CLICKHOUSE_ADDR): %w", cfg.ClickHouse.CHAddr, err)
 	}
+	redis.SetLogger(log)
 	rs, err := redis.Open(ctx, redis.Options{
 		Addrs:    strings.Split(cfg.Redis.RedisAddr, ","),
 		Cluster:  cfg.Redis.RedisCluster,

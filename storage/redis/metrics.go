@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -44,4 +46,15 @@ func (errorHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.P
 		}
 		return err
 	}
+}
+
+// SetLogger sends go-redis's own messages (such as "failed to dial" while Redis
+// is down) to l as structured warnings instead of its plain stderr lines. The
+// client library has one logger per process.
+func SetLogger(l *slog.Logger) { goredis.SetLogger(slogPrinter{l}) }
+
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Printf(ctx context.Context, format string, v ...any) {
+	p.l.WarnContext(ctx, "redis client", "msg", fmt.Sprintf(format, v...))
 }
