@@ -2,7 +2,6 @@ package apitest
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,22 +22,7 @@ var pollClient = &http.Client{
 // "?timeout=200") and delivers the answer; a transport error is status 0 with the
 // error text as body.
 func (n *testNode) poll(token, query string) <-chan response {
-	res := make(chan response, 1)
-	go func() {
-		resp, err := pollClient.Get(n.URL + "/api/v1/" + token + "/attributes/updates" + query)
-		if err != nil {
-			res <- response{Body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			res <- response{Body: []byte(err.Error())}
-			return
-		}
-		res <- response{Status: resp.StatusCode, Body: b, Header: resp.Header}
-	}()
-	return res
+	return n.async("GET", "/api/v1/"+token+"/attributes/updates"+query, "")
 }
 
 // openPoll starts a poll and returns once the node holds it (subscribed), so a

@@ -2,8 +2,6 @@ package apitest
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -70,18 +68,7 @@ func expectRPC(t *testing.T, rest, dev *testNode, token, body string, status int
 
 // rpcAsync sends a client-side RPC in the background.
 func (n *testNode) rpcAsync(token, body string) <-chan response {
-	res := make(chan response, 1)
-	go func() {
-		resp, err := http.Post(n.URL+"/api/v1/"+token+"/rpc", "application/json", strings.NewReader(body))
-		if err != nil {
-			res <- response{Body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		res <- response{Status: resp.StatusCode, Body: b, Header: resp.Header}
-	}()
-	return res
+	return n.async("POST", "/api/v1/"+token+"/rpc", body)
 }
 
 // rulesTenantAdmin creates another tenant with an administrator and returns its header.

@@ -60,15 +60,18 @@ func openClusterTest(tb testing.TB) *Store {
 // cluster; entities and attributes come from the embedded back end.
 func TestClusterConformance(t *testing.T) {
 	testCluster(t)
-	storagetest.Run(t, func(t *testing.T) storage.Backend {
-		state, err := embedded.Open(t.TempDir(), embedded.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := split.New(openClusterTest(t), state)
-		t.Cleanup(func() { state.Close() })
-		return b
-	})
+	storagetest.Run(t, openClusterBackend)
+}
+
+// openClusterBackend is the cluster telemetry store with embedded state.
+func openClusterBackend(t *testing.T) storage.Backend {
+	state, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := split.New(openClusterTest(t), state)
+	t.Cleanup(func() { state.Close() })
+	return b
 }
 
 // TestClusterReport runs the report conformance suite on the cluster: the report
@@ -76,15 +79,7 @@ func TestClusterConformance(t *testing.T) {
 // a Distributed table, so no partition counts as merged).
 func TestClusterReport(t *testing.T) {
 	testCluster(t)
-	storagetest.RunReport(t, func(t *testing.T) storage.Backend {
-		state, err := embedded.Open(t.TempDir(), embedded.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := split.New(openClusterTest(t), state)
-		t.Cleanup(func() { state.Close() })
-		return b
-	})
+	storagetest.RunReport(t, openClusterBackend)
 }
 
 // TestClusterShardsByDevice checks that writes reach both shards, each
