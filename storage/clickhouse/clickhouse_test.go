@@ -23,11 +23,17 @@ func addr(tb testing.TB) string { return testenv.Service(tb, "CLICKHOUSE_ADDR")[
 // OpenTest opens a Store on a fresh database, dropped when the test ends.
 func OpenTest(tb testing.TB) *Store {
 	tb.Helper()
-	a := addr(tb)
+	return openFresh(tb, Options{Addrs: []string{addr(tb)}})
+}
+
+// openFresh opens a Store with opts on a fresh database (any Database in opts is
+// replaced), dropped when the test ends — from every server on a cluster.
+func openFresh(tb testing.TB, opts Options) *Store {
+	tb.Helper()
 	var b [6]byte
 	rand.Read(b[:])
-	db := "sluice_test_" + hex.EncodeToString(b[:])
-	s, err := Open(context.Background(), Options{Addrs: []string{a}, Database: db})
+	opts.Database = "sluice_test_" + hex.EncodeToString(b[:])
+	s, err := Open(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -35,7 +41,7 @@ func OpenTest(tb testing.TB) *Store {
 		defer s.Close()
 		if s.closed.Load() {
 			// The test closed it; drop through a new one.
-			if s, err = Open(context.Background(), Options{Addrs: []string{a}, Database: db}); err != nil {
+			if s, err = Open(context.Background(), opts); err != nil {
 				tb.Errorf("drop test database: %v", err)
 				return
 			}

@@ -2,8 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"strings"
@@ -34,26 +32,7 @@ func testCluster(tb testing.TB) ([]string, string) {
 func openClusterTest(tb testing.TB) *Store {
 	tb.Helper()
 	addrs, cluster := testCluster(tb)
-	var b [6]byte
-	rand.Read(b[:])
-	opts := Options{Addrs: addrs, Database: "sluice_test_" + hex.EncodeToString(b[:]), Cluster: cluster}
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		defer s.Close()
-		if s.closed.Load() {
-			if s, err = Open(context.Background(), opts); err != nil {
-				tb.Errorf("drop test database: %v", err)
-				return
-			}
-		}
-		if err := s.Drop(context.Background()); err != nil {
-			tb.Errorf("drop test database: %v", err)
-		}
-	})
-	return s
+	return openFresh(tb, Options{Addrs: addrs, Cluster: cluster})
 }
 
 // TestClusterConformance runs the suite with telemetry sharded over the test
