@@ -48,7 +48,11 @@ func (m *requestMetrics) of(method []byte, route string) *routeStats {
 	if v, ok := m.stats.Load(key); ok {
 		return v.(*routeStats)
 	}
-	name := `route="` + route + `",method="` + string(method) + `"`
+	methodName := "OTHER" // any other method: one series, so clients cannot mint labels
+	if key.method < len(methods) {
+		methodName = methods[key.method]
+	}
+	name := `route="` + route + `",method="` + methodName + `"`
 	rs := &routeStats{
 		duration: metrics.GetOrCreateHistogram(`sluice_http_request_duration_seconds{` + name + `}`),
 		byStatus: make(map[int]*metrics.Counter),
