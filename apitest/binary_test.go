@@ -118,9 +118,11 @@ func TestBinaryKill9KeepsAckedTelemetry(t *testing.T) {
 	env := []string{"HTTP_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("HTTP_BIND_PORT=%d", port), "SLUICE_DATA_DIR=" + data, "SLUICE_DEMO=true"}
 	n := &testNode{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	p := startBinary(t, n.URL, env...)
-	if !strings.Contains(p.stderr.String(), "DHT11_DEMO_TOKEN") {
-		t.Fatalf("start-up did not print the demo token:\n%s", p.stderr)
-	}
+	// main prints the demo accounts once the node is up, so just after /healthz
+	// answers they may not be there yet.
+	eventually(t, 10*time.Second, "the demo token printed at start-up", func() bool {
+		return strings.Contains(p.stderr.String(), "DHT11_DEMO_TOKEN")
+	})
 	auth := n.tenantAuth()
 	id, token := n.createDevice(auth, "crash")
 
