@@ -286,7 +286,8 @@ func (e *Engine) newRPC(dev *Device, oneway bool, req *RPCRequest) (*rpcRecord, 
 	if exp <= 0 {
 		timeout := e.cfg.RPCDefaultTimeout
 		if req.Timeout != nil {
-			timeout = time.Duration(min(*req.Timeout, int64(24*time.Hour/time.Millisecond))) * time.Millisecond
+			// Clamped first: a huge negative timeout would overflow the Duration.
+			timeout = time.Duration(min(max(*req.Timeout, 0), int64(24*time.Hour/time.Millisecond))) * time.Millisecond
 		}
 		exp = now.Add(max(e.cfg.RPCMinTimeout, timeout)).UnixMilli()
 	}

@@ -61,7 +61,8 @@ func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series
 		if q.Interval < 1 {
 			return nil, Errorf(CodeBadRequestParams, "Incorrect TsKvQuery. Interval must be at least 1 ms with aggregation %d", q.Agg)
 		}
-		if n := (q.EndTs - q.StartTs) / q.Interval; n > e.cfg.MaxAggIntervals {
+		// Unsigned: EndTs-StartTs may not fit an int64 (EndTs >= StartTs is checked).
+		if n := uint64(q.EndTs-q.StartTs) / uint64(q.Interval); n > uint64(e.cfg.MaxAggIntervals) {
 			return nil, Errorf(CodeBadRequestParams,
 				"Incorrect TsKvQuery. Number of intervals is to high - %d. Please increase 'interval' parameter for your query or reduce the time range of the query.", n)
 		}
