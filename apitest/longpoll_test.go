@@ -138,7 +138,8 @@ func TestManyIdlePolls(t *testing.T) {
 		t.Skip("opens 1,000 connections")
 	}
 	const polls = 1000
-	n := startNode(t, nil)
+	// One device's polls (the node's capacity is what is measured): no per-device cap.
+	n := startNode(t, func(c *config.Config) { c.HTTP.LongPollMaxPerDevice = 0 })
 	results := make([]<-chan response, polls)
 	for i := range results {
 		results[i] = n.poll(n.Token, "?timeout=3000")

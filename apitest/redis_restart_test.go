@@ -86,8 +86,12 @@ func TestRedisRestart(t *testing.T) {
 	errorBody(t, n.do("POST", "/api/plugins/telemetry/DEVICE/"+id+"/SERVER_SCOPE", `{"during":1}`, auth), 503)
 
 	startPrivateRedis(t, addr, dir)
+	// go-redis answers with its last dial error, without dialing, until its
+	// once-a-second background dial succeeds: a request can still fail just after
+	// another one passed, so wait for a write and a read to both succeed.
 	eventually(t, 30*time.Second, "the node serving again after Redis restarted", func() bool {
-		return n.do("POST", "/api/v1/"+token+"/telemetry", `{"ts":2000,"values":{"seq":2000}}`).Status == 200
+		return n.do("POST", "/api/v1/"+token+"/telemetry", `{"ts":2000,"values":{"seq":2000}}`).Status == 200 &&
+			n.do("GET", "/api/plugins/telemetry/DEVICE/"+id+"/values/attributes/SERVER_SCOPE?keys=before", "", auth).Status == 200
 	})
 	acked[2000] = true
 	n.must(200, "GET", "/api/device/"+id, "", auth)

@@ -392,8 +392,10 @@ func redisHeldConnections(t *testing.T, addr string) int {
 func TestRPCPollsHoldNoRedisConnection(t *testing.T) {
 	const polls = 200
 	d := newDeployment(t)
-	a := d.node(t, shortRPC)
-	b := d.node(t, shortRPC)
+	// One device's polls: no per-device cap.
+	manyPolls := func(c *config.Config) { shortRPC(c); c.HTTP.LongPollMaxPerDevice = 0 }
+	a := d.node(t, manyPolls)
+	b := d.node(t, manyPolls)
 	auth := a.tenantAuth()
 	id, token := a.createDevice(auth, "rpc-many")
 	before := redisHeldConnections(t, d.redisAddr)

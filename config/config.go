@@ -99,11 +99,20 @@ type HTTP struct {
 	BindPort    int    `yaml:"bind_port" env:"HTTP_BIND_PORT"`
 	// LongPollMaxTimeout caps the timeout of the device long polls, in ms.
 	LongPollMaxTimeout int `yaml:"long_poll_max_timeout_ms" env:"SLUICE_LONG_POLL_MAX_TIMEOUT"`
-	// ReadTimeout bounds reading one request (headers and body), IdleTimeout the
-	// wait for the next request on a kept-alive connection, both in ms: a client
-	// that stalls mid-request loses its connection.
+	// ReadTimeout bounds reading a request's body once its headers are in,
+	// IdleTimeout the wait for the next request on a kept-alive connection, both in
+	// ms: a client that stalls mid-request loses its connection.
 	ReadTimeout int `yaml:"read_timeout_ms" env:"SLUICE_HTTP_READ_TIMEOUT"`
 	IdleTimeout int `yaml:"idle_timeout_ms" env:"SLUICE_HTTP_IDLE_TIMEOUT"`
+	// HeaderTimeout bounds receiving the request line and headers, from the
+	// request's first byte (a connection's first request: from accepting it), in
+	// ms; ReadTimeout then bounds the body. WriteTimeout bounds writing a response.
+	HeaderTimeout int `yaml:"header_timeout_ms" env:"SLUICE_HTTP_HEADER_TIMEOUT"`
+	WriteTimeout  int `yaml:"write_timeout_ms" env:"SLUICE_HTTP_WRITE_TIMEOUT"`
+	// LongPollMaxPerNode and LongPollMaxPerDevice cap the device long polls held at
+	// once by this node, in all (503 past it) and per device (429); 0 means no cap.
+	LongPollMaxPerNode   int `yaml:"long_poll_max_per_node" env:"SLUICE_LONG_POLL_MAX_PER_NODE"`
+	LongPollMaxPerDevice int `yaml:"long_poll_max_per_device" env:"SLUICE_LONG_POLL_MAX_PER_DEVICE"`
 }
 
 // SSL turns on HTTPS on the HTTP port (plain HTTP keeps working there too).
@@ -167,7 +176,8 @@ type Log struct {
 // Default returns the built-in defaults (the values documented in the README).
 func Default() Config {
 	return Config{
-		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000, ReadTimeout: 30000, IdleTimeout: 120000},
+		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000, ReadTimeout: 30000, IdleTimeout: 120000,
+			HeaderTimeout: 10000, WriteTimeout: 30000, LongPollMaxPerNode: 20000, LongPollMaxPerDevice: 8},
 		Data: Data{Dir: "./data"},
 		Auth: Auth{
 			TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io",
@@ -287,6 +297,8 @@ func (c Config) Validate() error {
 		{"SLUICE_LONG_POLL_MAX_TIMEOUT", c.HTTP.LongPollMaxTimeout},
 		{"SLUICE_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout},
 		{"SLUICE_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout},
+		{"SLUICE_HTTP_HEADER_TIMEOUT", c.HTTP.HeaderTimeout},
+		{"SLUICE_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout},
 		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
 		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
 		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},
@@ -306,6 +318,12 @@ func (c Config) Validate() error {
 		if p.v <= 0 {
 			bad(p.key, "must be positive, got %d", p.v)
 		}
+	}
+	if c.HTTP.LongPollMaxPerNode < 0 {
+		bad("SLUICE_LONG_POLL_MAX_PER_NODE", "must not be negative (0 means no cap), got %d", c.HTTP.LongPollMaxPerNode)
+	}
+	if c.HTTP.LongPollMaxPerDevice < 0 {
+		bad("SLUICE_LONG_POLL_MAX_PER_DEVICE", "must not be negative (0 means no cap), got %d", c.HTTP.LongPollMaxPerDevice)
 	}
 	if c.Analytics.ReportQueue < 0 {
 		bad("SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY", "must not be negative, got %d", c.Analytics.ReportQueue)

@@ -221,6 +221,13 @@ func (e *Engine) removeEntityData(ctx context.Context, id uuid.UUID) error {
 	if err := e.store.DeleteEntityAttributes(ctx, id); err != nil {
 		return fmt.Errorf("cannot delete attributes of %s: %w", id, err)
 	}
+	// Its ingest statistics too. A node may still flush a last second of counts
+	// for it afterwards: a few orphaned counters, never read (ids are not reused).
+	if c, ok := e.store.(storage.Counters); ok {
+		if err := c.DeleteCounters(ctx, id); err != nil {
+			return fmt.Errorf("cannot delete ingest statistics of %s: %w", id, err)
+		}
+	}
 	return nil
 }
 

@@ -61,6 +61,10 @@ type Config struct {
 	// security.claim.allowClaimingByDefault=false).
 	ClaimDuration     time.Duration
 	ClaimNotByDefault bool
+	// LongPollMaxPerNode and LongPollMaxPerDevice cap the device long polls this
+	// node holds at once, in all and per device; 0 means no cap (see ratelimit.go).
+	LongPollMaxPerNode   int
+	LongPollMaxPerDevice int
 	// Notifier carries cache evictions and device pushes (shared-attribute changes,
 	// device deletion) to the other nodes of a cluster; nil means this node is alone
 	// (the embedded default) and an in-process notifier is used.
@@ -92,6 +96,8 @@ type Engine struct {
 	rpcLocks rpcLocks
 	// rules caches client-side RPC rules and runs their scripts (see rules.go).
 	rules ruleState
+	// limits holds tenant rate limits, their buckets and per-device poll counts (see ratelimit.go).
+	limits limitState
 }
 
 // New returns an engine over store.
@@ -161,5 +167,6 @@ func New(store storage.Backend, cfg Config) *Engine {
 	e.users.ttl, e.apiKeys.ttl = cfg.AuthCacheTTL, cfg.AuthCacheTTL
 	e.logins = newLoginGuard(cfg.LoginMaxFailures, cfg.LoginMaxAddressFailures, cfg.LoginLockout)
 	e.subscribeEvictions()
+	e.initLimits()
 	return e
 }

@@ -47,6 +47,7 @@ func (e *Engine) DropCaches() {
 	e.clearTokens()
 	e.users.clear()
 	e.apiKeys.clear()
+	e.limits.tenants.clear()
 }
 
 func (e *Engine) publishEviction(kind byte, key string) {

@@ -40,7 +40,8 @@ func deviceTopic(id uuid.UUID) string { return deviceTopicPrefix + id.String() }
 // attribute of the device, made on any node by SaveAttributes or DeleteAttributes.
 // It returns the body to send the device, {"k":v,...} with only the keys of that
 // change or {"deleted":[...]}, with ok = true; ok = false when timeout passed
-// first. A deletion of the device is ErrDeviceDeleted; ctx ending is ctx.Err().
+// first. A deletion of the device is ErrDeviceDeleted; ctx ending is ctx.Err();
+// a poll past a long-poll cap is a *LimitError at once (see admitPoll).
 // The body is shared with other waiters: callers must not modify it.
 func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
 	return e.waitPush(ctx, deviceID, sharedTopic(deviceID), timeout)
@@ -50,6 +51,11 @@ func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, t
 // subscribes before anything else can happen, so a change published after the
 // call starts is never missed.
 func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string, timeout time.Duration) ([]byte, bool, error) {
+	release, err := e.admitPoll(deviceID)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	got := make(chan []byte, 1)
 	gone := make(chan string, 1)
 	// The callbacks run on the notifier's delivery goroutine: never block it.
@@ -69,8 +75,6 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 		}
 	})
 	defer cancelDev()
-	e.polls.Add(1)
-	defer e.polls.Add(-1)
 
 	t := time.NewTimer(timeout)
 	defer t.Stop()

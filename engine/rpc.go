@@ -397,8 +397,14 @@ func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
 // pending RPC at once, or waits up to timeout for one to be queued on any node.
 // The body is {"id":n,"method":"…","params":…} and ok is true; ok is false when
 // timeout passed first. A deletion of the device is ErrDeviceDeleted; ctx ending
-// is ctx.Err(). The wait holds notifier subscriptions only, no storage connection.
+// is ctx.Err(); a poll past a long-poll cap is a *LimitError at once (see
+// admitPoll). The wait holds notifier subscriptions only, no storage connection.
 func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
+	release, err := e.admitPoll(deviceID)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	wake := make(chan struct{}, 1)
 	// Subscribed before the first look, so an RPC queued after it is never missed.
 	cancel := e.cfg.Notifier.Subscribe(rpcQueuedTopic(deviceID), func([]byte) {
@@ -410,8 +416,6 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 	defer cancel()
 	gone, cancelGone := e.deviceGone(deviceID)
 	defer cancelGone()
-	e.polls.Add(1)
-	defer e.polls.Add(-1)
 
 	store := context.WithoutCancel(ctx)
 	t := time.NewTimer(timeout)

@@ -53,10 +53,16 @@ func (e *Engine) putTenant(ctx context.Context, t *Tenant) (*Tenant, error) {
 	if t.Region == "" {
 		t.Region = "Global"
 	}
+	profile, err := e.tenantProfileIDFor(ctx, t.TenantProfileID)
+	if err != nil {
+		return nil, err
+	}
+	t.TenantProfileID = profile
 	// Tenants are system-level records: owner uuid.Nil.
 	if err := e.putRecord(ctx, kindTenant, t.ID.ID, uuid.Nil, t); err != nil {
 		return nil, err
 	}
+	e.evictLimitsEverywhere(t.ID.ID) // its profile may have changed
 	return t, nil
 }
 

@@ -69,7 +69,10 @@ type Tenant struct {
 	Phone          string          `json:"phone"`
 	Email          string          `json:"email"`
 	AdditionalInfo json.RawMessage `json:"additionalInfo"`
-	Version        int64           `json:"version"`
+	// TenantProfileID names the profile holding the tenant's rate limits
+	// (tenantprofile.go); a tenant saved without one gets the default.
+	TenantProfileID *EntityID `json:"tenantProfileId"`
+	Version         int64     `json:"version"`
 }
 
 // Customer belongs to one tenant; its title is unique within the tenant.

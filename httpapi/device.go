@@ -44,7 +44,16 @@ func (b *batch) reset() {
 	b.body = b.body[:0]
 }
 
+// device authenticates a device-API request by the token in the path and counts
+// it as one message against the rate limits.
 func (s *Server) device(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
+	dev, ok := s.deviceOfToken(ctx)
+	return dev, ok && s.allowDevice(ctx, dev, 0)
+}
+
+// deviceOfToken authenticates without counting: the writes count their data
+// points once decoded.
+func (s *Server) deviceOfToken(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
 	token, _ := ctx.UserValue("token").(string)
 	dev, err := s.eng.DeviceByToken(s.ctx, token)
 	if err != nil {
@@ -55,13 +64,14 @@ func (s *Server) device(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
 }
 
 func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
-	dev, ok := s.device(ctx)
+	dev, ok := s.deviceOfToken(ctx)
 	if !ok {
 		return
 	}
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
-	if !s.decodeTelemetry(ctx, b, false) {
+	if !s.decodeTelemetry(ctx, b, false) || !s.allowDevice(ctx, dev, len(b.entries)) {
+		s.rejected(ctx, dev.UUID())
 		return
 	}
 	for _, e := range b.entries {
@@ -73,13 +83,13 @@ func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) postClientAttributes(ctx *fasthttp.RequestCtx) {
-	dev, ok := s.device(ctx)
+	dev, ok := s.deviceOfToken(ctx)
 	if !ok {
 		return
 	}
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
-	if !s.decodeAttributes(ctx, b, false) {
+	if !s.decodeAttributes(ctx, b, false) || !s.allowDevice(ctx, dev, len(b.entries)) {
 		return
 	}
 	if err := s.eng.SaveAttributes(s.ctx, dev.UUID(), storage.ClientScope, b.entries); err != nil {

@@ -39,6 +39,7 @@ func statusOf(c engine.Code) int {
 // fail is the one place that turns an error into the JSON error body
 // {"status","message","errorCode","timestamp"}.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
+	defer setRetryAfter(ctx, err) // a refused request says when to retry (ratelimit.go)
 	var (
 		ee          *engine.Error
 		ce          *codec.Error

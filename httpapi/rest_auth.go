@@ -39,6 +39,9 @@ func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) f
 			s.fail(ctx, err)
 			return
 		}
+		if !s.allowREST(ctx, p) {
+			return
+		}
 		h(ctx, p)
 	}
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// that the report API answers 429 (SIMPLE_API_RATE_LIMITER_*, 10 and 10).
 	ReportThreads int
 	ReportQueue   int
+	// IngestStats counts telemetry requests refused before the writer (bad body,
+	// 413, 415, 429) per device; nil counts nothing. The writer counts the rest.
+	IngestStats *engine.IngestStats
 }
 
 // Server serves the HTTP APIs of one node.
@@ -88,9 +91,11 @@ func (s *Server) routes() *router.Router {
 	r.SaveMatchedRoutePath = true // for log lines: the pattern, not the token-bearing path
 	r.GET("/healthz", s.healthz)
 	r.GET("/metrics", s.serveMetrics)
+	r.GET("/api/device/{deviceId}/ingestStats", s.authed(s.getIngestStats))
 	s.deviceRoutes(r)
 	s.authRoutes(r)
 	s.entityRoutes(r)
+	s.tenantProfileRoutes(r)
 	s.telemetryRoutes(r)
 	s.rpcRoutes(r)
 	s.ruleRoutes(r)

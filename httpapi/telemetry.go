@@ -372,10 +372,12 @@ func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
 	if !s.decodeTelemetry(ctx, b, true) {
+		s.rejected(ctx, id)
 		return
 	}
 	if len(b.entries) == 0 {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "No time series data found in request body!")
+		s.rejected(ctx, id)
 		return
 	}
 	for _, e := range b.entries {

@@ -45,6 +45,8 @@ type SpoolConfig struct {
 	Shards int
 	// Logger receives delivery errors; nil discards.
 	Logger *slog.Logger
+	// Tally, when set, counts the rows delivered to the sink per device.
+	Tally Tally
 }
 
 // Spool is the local write-ahead spool in front of a history store that is
@@ -315,6 +317,9 @@ func (s *Spool) deliverOnce(l *lane) error {
 		return err
 	}
 	spoolDelivered.Add(len(rows))
+	if s.cfg.Tally != nil {
+		s.cfg.Tally.Stored(rows)
+	}
 	b := s.db.NewBatch()
 	for _, k := range keys {
 		b.Delete(k, nil)

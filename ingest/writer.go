@@ -32,11 +32,14 @@ type Config struct {
 	QueueSize int
 	// MaxBatchRows caps the rows of one group commit (default 10000).
 	MaxBatchRows int
+	// Tally, when set, counts accepted and rejected rows per device.
+	Tally Tally
 }
 
 // Writer is the sharded group-commit writer in front of storage.Telemetry.
 type Writer struct {
 	store  storage.Telemetry
+	tally  Tally
 	shards []*shard
 	seed   maphash.Seed
 
@@ -71,7 +74,7 @@ func NewWriter(store storage.Telemetry, cfg Config) *Writer {
 	if cfg.MaxBatchRows <= 0 {
 		cfg.MaxBatchRows = 10000
 	}
-	w := &Writer{store: store, seed: maphash.MakeSeed()}
+	w := &Writer{store: store, tally: cfg.Tally, seed: maphash.MakeSeed()}
 	for range cfg.Shards {
 		s := &shard{queue: make(chan *request, cfg.QueueSize), quit: make(chan struct{}), max: cfg.MaxBatchRows}
 		w.shards = append(w.shards, s)
@@ -97,6 +100,7 @@ func (w *Writer) Write(ctx context.Context, rows []storage.Row) error {
 	if w.closed {
 		w.mu.RUnlock()
 		requestPool.Put(req)
+		w.rejected(rows, ReasonUnavailable)
 		return ErrClosed
 	}
 	select {
@@ -105,6 +109,7 @@ func (w *Writer) Write(ctx context.Context, rows []storage.Row) error {
 		w.mu.RUnlock()
 		requestPool.Put(req)
 		pointsOverloaded.Add(len(rows))
+		w.rejected(rows, ReasonQueueFull)
 		return ErrOverloaded
 	}
 	w.mu.RUnlock()
@@ -179,10 +184,25 @@ gather:
 		pointsFailed.Add(len(s.batch))
 	}
 	for i, r := range s.reqs {
+		if err != nil {
+			// Before the answer: the request's rows are the writer's until then.
+			w.rejected(r.rows, reasonOf(err))
+		}
 		r.done <- err
 		s.reqs[i] = nil
 	}
+	if err == nil && w.tally != nil {
+		// After the answers, off their latency: only the rows' entity ids are
+		// read, and the batch holds copies of those.
+		w.tally.Accepted(s.batch)
+	}
 	clear(s.batch) // drop references into request bodies
+}
+
+func (w *Writer) rejected(rows []storage.Row, reason string) {
+	if w.tally != nil {
+		w.tally.Rejected(rows, reason)
+	}
 }
 
 // Close stops accepting writes, commits everything queued, and waits for the shards.

@@ -45,7 +45,8 @@ func (b *backend) close() error {
 }
 
 // openBackend opens the embedded default, or ClickHouse + Redis when configured.
-func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*backend, error) {
+// tally counts the rows the spool delivers.
+func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally ingest.Tally) (*backend, error) {
 	if !cfg.Production() {
 		db, err := embedded.Open(filepath.Join(cfg.Data.Dir, "embedded"), embedded.Options{Logger: log})
 		if err != nil {
@@ -87,6 +88,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (*bac
 		FlushInterval: time.Duration(cfg.Spool.SpoolFlushInterval) * time.Millisecond,
 		Shards:        cfg.Spool.SpoolShards,
 		Logger:        log,
+		Tally:         tally,
 	}, ch)
 	if err != nil {
 		ch.Close()

@@ -32,6 +32,7 @@ type Node struct {
 	eng     *engine.Engine
 	ingest  *ingest.Writer
 	api     *httpapi.Server
+	stats   *engine.IngestStats // per-device ingest counts (ingeststats.go)
 	srv     *fasthttp.Server
 	ln      net.Listener
 	ready   atomic.Bool
@@ -46,11 +47,12 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	if err := os.MkdirAll(cfg.Data.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cannot create data folder %s (SLUICE_DATA_DIR): %w", cfg.Data.Dir, err)
 	}
-	b, err := openBackend(context.Background(), cfg, log)
+	stats := engine.NewIngestStats(!cfg.Production()) // embedded: stored when acknowledged
+	b, err := openBackend(context.Background(), cfg, log, stats)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: log, backend: b, store: b.store, served: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: log, backend: b, store: b.store, stats: stats, served: make(chan error, 1)}
 	n.eng = engine.New(b.store, engine.Config{
 		JWTSigningKey:   b.signingKey,
 		Notifier:        b.notifier,
@@ -70,6 +72,9 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		ScriptMaxMemory:   cfg.Device.ScriptMaxMemory,
 		ClaimDuration:     time.Duration(cfg.Device.ClaimDuration) * time.Millisecond,
 		ClaimNotByDefault: !cfg.Device.ClaimAllowByDefault,
+
+		LongPollMaxPerNode:   cfg.HTTP.LongPollMaxPerNode,
+		LongPollMaxPerDevice: cfg.HTTP.LongPollMaxPerDevice,
 	})
 	drop := n.eng.DropCaches
 	b.dropCaches.Store(&drop)
@@ -79,12 +84,14 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.ingest = ingest.NewWriter(b.store, ingest.Config{
 		Shards: cfg.Ingest.Shards, QueueSize: cfg.Ingest.QueueSize, MaxBatchRows: cfg.Ingest.MaxBatchRows,
+		Tally: stats,
 	})
 	api := httpapi.New(httpapi.Config{
 		MaxBodySize:        cfg.Limits.MaxBodySize,
 		LongPollMaxTimeout: time.Duration(cfg.HTTP.LongPollMaxTimeout) * time.Millisecond,
 		ReportThreads:      cfg.Analytics.ReportThreads,
 		ReportQueue:        cfg.Analytics.ReportQueue,
+		IngestStats:        stats,
 		Limits: codec.Limits{
 			MaxDepth: cfg.Limits.MaxJSONDepth, MaxObjectKeys: cfg.Limits.MaxObjectKeys,
 			MaxEntries: cfg.Limits.MaxEntries, MaxKeyLen: cfg.Limits.MaxKeyLen, MaxValueLen: cfg.Limits.MaxValueLen,
@@ -101,13 +108,22 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	// request only (nothing is read while the handler runs), starts WriteTimeout
 	// when the handler returns (it bounds writing the response), and IdleTimeout is
 	// the wait for the next request on a kept-alive connection.
+	//
+	// fasthttp has no header timeout of its own: Server.ReadTimeout runs from a
+	// request's first byte (a connection's first request: from accepting it), and
+	// HeaderReceived may set a new read deadline once the headers are in. So the
+	// server's ReadTimeout is SLUICE_HTTP_HEADER_TIMEOUT, and HeaderReceived gives
+	// the body SLUICE_HTTP_READ_TIMEOUT: a client trickling its headers is cut
+	// early, a large upload still has the whole read timeout.
+	bodyTimeout := fasthttp.RequestConfig{ReadTimeout: time.Duration(cfg.HTTP.ReadTimeout) * time.Millisecond}
 	n.srv = &fasthttp.Server{
 		Handler:            api.Handler(),
 		ErrorHandler:       api.ErrorHandler,
 		Name:               "Sluice",
 		MaxRequestBodySize: cfg.Limits.MaxBodySize,
-		ReadTimeout:        time.Duration(cfg.HTTP.ReadTimeout) * time.Millisecond,
-		WriteTimeout:       30 * time.Second,
+		ReadTimeout:        time.Duration(cfg.HTTP.HeaderTimeout) * time.Millisecond,
+		HeaderReceived:     func(*fasthttp.RequestHeader) fasthttp.RequestConfig { return bodyTimeout },
+		WriteTimeout:       time.Duration(cfg.HTTP.WriteTimeout) * time.Millisecond,
 		IdleTimeout:        time.Duration(cfg.HTTP.IdleTimeout) * time.Millisecond,
 		// Responses written while shutting down close their connection, so a client
 		// reconnects (to another node) instead of reusing it.
@@ -127,6 +143,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		}
 	}
 	n.ln = ln
+	n.startIngestStats()
 	go func() { n.served <- n.srv.Serve(ln) }()
 	n.ready.Store(true)
 	log.Info("sluice node ready", "addr", ln.Addr().String(), "https", cfg.SSL.SSLEnabled, "data", cfg.Data.Dir,
@@ -151,6 +168,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.api.Close()
 	err := n.srv.ShutdownWithContext(ctx)
 	n.ingest.Close()
+	err = errors.Join(err, n.closeIngestStats())
 	return errors.Join(err, n.closeStore())
 }
 

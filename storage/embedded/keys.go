@@ -17,6 +17,7 @@ import (
 //	r | kind⁰ | id                  entity record  → record (see record.go)
 //	u | kind⁰ | unique              unique index   → id
 //	o | kind⁰ | owner | id          owner index    → empty
+//	c | entity | name               counter        → int64 (counters.go)
 //
 // A string marked ⁰ has more key bytes after it, so it is escaped and terminated by
 // 0x00: byte 0x00 becomes 0x01 0x01 and 0x01 becomes 0x01 0x02. No escaped string

@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Rate limits of the device API and the REST API (compat §9). The limits come
+// from the tenant's profile as ThingsBoard strings "capacity:seconds,…" and are
+// token buckets with greedy refill, like Bucket4j's: every "capacity:seconds"
+// pair allows a burst of capacity and refills capacity tokens per seconds, and a
+// request passes only when every pair has room.
+//
+// Buckets are per node, like ThingsBoard's transport limits per transport
+// instance: a tenant behind a load balancer over N nodes may reach up to N times
+// its configured rate. A cluster-wide bucket would cost a Redis round trip per
+// device request; divide the limits by the node count for a cluster-wide cap.
+
+// LimitError is a request refused by a limit: Err is what the client is told and
+// RetryAfter how long until the same request would pass.
+type LimitError struct {
+	Err        *Error
+	RetryAfter time.Duration
+}
+
+func (e *LimitError) Error() string { return e.Err.Msg }
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// Messages of refused requests; ThingsBoard's REST texts (RateLimitProcessingFilter).
+var (
+	errTenantLimit   = &Error{Code: CodeTooManyRequests, Msg: "Too many requests for current tenant!"}
+	errCustomerLimit = &Error{Code: CodeTooManyRequests, Msg: "Too many requests for current customer!"}
+	errDeviceLimit   = &Error{Code: CodeTooManyRequests, Msg: "Too many requests for current device!"}
+)
+
+// rateLimit is a parsed limit string; nil means unlimited.
+type rateLimit struct {
+	conf string
+	bws  []bandwidth
+}
+
+type bandwidth struct {
+	capacity float64
+	period   float64 // nanoseconds
+}
+
+// parseRateLimit parses "capacity:seconds[,capacity:seconds…]"; blank is nil
+// (unlimited), as an absent or null field of the tenant profile.
+func parseRateLimit(s string) (*rateLimit, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	l := &rateLimit{conf: s}
+	for part := range strings.SplitSeq(s, ",") {
+		c, sec, ok := strings.Cut(strings.TrimSpace(part), ":")
+		capacity, err1 := strconv.ParseInt(strings.TrimSpace(c), 10, 64)
+		seconds, err2 := strconv.ParseInt(strings.TrimSpace(sec), 10, 64)
+		if !ok || err1 != nil || err2 != nil || capacity <= 0 || seconds <= 0 || seconds > 100*365*86400 {
+			return nil, fmt.Errorf("%q is not capacity:seconds with positive integers", strings.TrimSpace(part))
+		}
+		l.bws = append(l.bws, bandwidth{capacity: float64(capacity), period: float64(time.Duration(seconds) * time.Second)})
+	}
+	return l, nil
+}
+
+// bucket is the state of one rate limit for one tenant, customer or device.
+type bucket struct {
+	mu     sync.Mutex
+	limit  *rateLimit
+	tokens []float64 // per bandwidth
+	last   int64     // unix ns of the last refill
+}
+
+func newBucket(l *rateLimit, now int64) *bucket {
+	b := &bucket{limit: l, tokens: make([]float64, len(l.bws)), last: now}
+	for i, bw := range l.bws {
+		b.tokens[i] = bw.capacity
+	}
+	return b
+}
+
+// tokenSlack absorbs float rounding, so a request retried after the wait take
+// announced passes.
+const tokenSlack = 1e-6
+
+// take consumes n tokens of every bandwidth when all have them. Otherwise it
+// consumes nothing and returns how long until they will have (a request larger
+// than a capacity never passes: the wait is then that bandwidth's period).
+func (b *bucket) take(now int64, n float64) (bool, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	var wait float64
+	for i, bw := range b.limit.bws {
+		if b.tokens[i] >= n-tokenSlack {
+			continue
+		}
+		w := bw.period
+		if n <= bw.capacity {
+			w = (n - b.tokens[i]) / bw.capacity * bw.period
+		}
+		wait = max(wait, w, 1)
+	}
+	if wait > 0 {
+		return false, time.Duration(math.Ceil(wait))
+	}
+	for i := range b.tokens {
+		b.tokens[i] -= n
+	}
+	return true, 0
+}
+
+func (b *bucket) refill(now int64) {
+	elapsed := float64(now - b.last)
+	if elapsed <= 0 {
+		return
+	}
+	b.last = now
+	for i, bw := range b.limit.bws {
+		b.tokens[i] = min(bw.capacity, b.tokens[i]+elapsed*bw.capacity/bw.period)
+	}
+}
+
+// full reports whether the bucket has refilled completely: forgetting it then
+// changes nothing, a new bucket starts full.
+func (b *bucket) full(now int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	for i, bw := range b.limit.bws {
+		if b.tokens[i] < bw.capacity {
+			return false
+		}
+	}
+	return true
+}
+
+// Which limit of an entity a bucket serves.
+type bucketKind uint8
+
+const (
+	tenantMsgBucket bucketKind = iota
+	tenantTelemetryBucket
+	tenantPointsBucket
+	deviceMsgBucket
+	deviceTelemetryBucket
+	devicePointsBucket
+	tenantRESTBucket
+	customerRESTBucket
+)
+
+type bucketKey struct {
+	id   uuid.UUID
+	kind bucketKind
+}
+
+const bucketShards = 64
+
+// sweepEvery is how often a shard drops its full buckets, so devices that went
+// quiet do not keep memory.
+const sweepEvery = time.Minute
+
+// buckets holds the buckets of this node, sharded by entity id.
+type buckets struct {
+	shards [bucketShards]bucketShard
+}
+
+type bucketShard struct {
+	mu    sync.RWMutex
+	m     map[bucketKey]*bucket
+	swept int64
+}
+
+// take consumes n tokens of the bucket of key under limit l. A bucket made for
+// another limit string (the profile changed) starts over under the new one.
+func (bs *buckets) take(key bucketKey, l *rateLimit, now int64, n float64) (bool, time.Duration) {
+	sh := &bs.shards[key.id[15]%bucketShards]
+	sh.mu.RLock()
+	b := sh.m[key]
+	sh.mu.RUnlock()
+	if b == nil || b.limit.conf != l.conf {
+		sh.mu.Lock()
+		if b = sh.m[key]; b == nil || b.limit.conf != l.conf {
+			if sh.m == nil {
+				sh.m = make(map[bucketKey]*bucket)
+			}
+			sh.sweep(now)
+			b = newBucket(l, now)
+			sh.m[key] = b
+		}
+		sh.mu.Unlock()
+	}
+	return b.take(now, n)
+}
+
+// sweep drops full buckets at most once per sweepEvery; the caller holds mu.
+func (sh *bucketShard) sweep(now int64) {
+	if now-sh.swept < int64(sweepEvery) {
+		return
+	}
+	sh.swept = now
+	for k, b := range sh.m {
+		if b.full(now) {
+			delete(sh.m, k)
+		}
+	}
+}
+
+// tenantLimits are the parsed limits of one tenant's profile; nil fields are unlimited.
+type tenantLimits struct {
+	tenantMsg, tenantTelemetry, tenantPoints *rateLimit
+	deviceMsg, deviceTelemetry, devicePoints *rateLimit
+	tenantREST, customerREST                 *rateLimit
+}
+
+// noLimits is the limits of a tenant whose profile sets none (the default).
+var noLimits = &tenantLimits{}
+
+func (l *tenantLimits) none() bool { return *l == tenantLimits{} }
+
+// limitState is the engine's part for limits: cached tenant limits, the buckets
+// and the long-poll counts per device.
+type limitState struct {
+	tenants ttlCache[uuid.UUID, *tenantLimits]
+	buckets buckets
+	polls   pollCounts
+}
+
+// tryTake consumes n tokens of l's bucket for key; nil l always passes.
+func (e *Engine) tryTake(l *rateLimit, id uuid.UUID, kind bucketKind, now int64, n float64, refuse *Error) error {
+	if l == nil {
+		return nil
+	}
+	if ok, wait := e.limits.buckets.take(bucketKey{id, kind}, l, now, n); !ok {
+		return &LimitError{Err: refuse, RetryAfter: wait}
+	}
+	return nil
+}
+
+// AllowDevice counts one device-API request of dev against its tenant's and its
+// own limits (compat §9): a request carrying dataPoints > 0 (telemetry or
+// attributes) counts one telemetry message and its data points, any other one
+// message. A refused request is a *LimitError (429, "Too many requests for
+// current tenant!" or "… device!"). The tenant is checked first, as in ThingsBoard.
+func (e *Engine) AllowDevice(ctx context.Context, dev *Device, dataPoints int) error {
+	clock := e.now() // once: the clock is a visible cost on the device hot path
+	l, err := e.tenantLimits(ctx, dev.TenantID(), clock)
+	if err != nil || l == noLimits {
+		return err
+	}
+	now := clock.UnixNano()
+	tenant, device := dev.TenantID(), dev.UUID()
+	if dataPoints <= 0 {
+		if err := e.tryTake(l.tenantMsg, tenant, tenantMsgBucket, now, 1, errTenantLimit); err != nil {
+			return err
+		}
+		return e.tryTake(l.deviceMsg, device, deviceMsgBucket, now, 1, errDeviceLimit)
+	}
+	n := float64(dataPoints)
+	if err := e.tryTake(l.tenantTelemetry, tenant, tenantTelemetryBucket, now, 1, errTenantLimit); err != nil {
+		return err
+	}
+	if err := e.tryTake(l.tenantPoints, tenant, tenantPointsBucket, now, n, errTenantLimit); err != nil {
+		return err
+	}
+	if err := e.tryTake(l.deviceTelemetry, device, deviceTelemetryBucket, now, 1, errDeviceLimit); err != nil {
+		return err
+	}
+	return e.tryTake(l.devicePoints, device, devicePointsBucket, now, n, errDeviceLimit)
+}
+
+// AllowREST counts one REST request of p against its tenant's REST limit and, for
+// a customer user, its customer's (compat §9). The system administrator is not
+// limited. A refused request is a *LimitError (429, code 33).
+func (e *Engine) AllowREST(ctx context.Context, p *Principal) error {
+	if p == nil || p.Authority == SysAdmin || isNull(p.TenantID) {
+		return nil
+	}
+	clock := e.now()
+	l, err := e.tenantLimits(ctx, p.TenantID, clock)
+	if err != nil || l == noLimits {
+		return err
+	}
+	now := clock.UnixNano()
+	if err := e.tryTake(l.tenantREST, p.TenantID, tenantRESTBucket, now, 1, errTenantLimit); err != nil {
+		return err
+	}
+	if p.Authority != CustomerUser || isNull(p.CustomerID) {
+		return nil
+	}
+	return e.tryTake(l.customerREST, p.CustomerID, customerRESTBucket, now, 1, errCustomerLimit)
+}
+
+// Long-poll caps. Polls are counted per node (Engine.polls) and per device;
+// past a cap a poll is refused at once instead of holding a goroutine and a
+// connection. 0 means no cap.
+
+const pollShards = 64
+
+type pollCounts struct {
+	shards [pollShards]struct {
+		mu sync.Mutex
+		m  map[uuid.UUID]int
+	}
+}
+
+// pollRetry is the Retry-After of a refused poll: a held poll of the device (or
+// of the node) ends within the device's own timeout, so a second is as good a
+// guess as any.
+const pollRetry = time.Second
+
+// admitPoll counts a long poll of the device, or refuses it past
+// Config.LongPollMaxPerNode (503) or Config.LongPollMaxPerDevice (429). release
+// must be called when the poll ends.
+func (e *Engine) admitPoll(deviceID uuid.UUID) (release func(), err error) {
+	n := e.polls.Add(1)
+	if limit := e.cfg.LongPollMaxPerNode; limit > 0 && n > int64(limit) {
+		e.polls.Add(-1)
+		return nil, &LimitError{RetryAfter: pollRetry, Err: Errorf(CodeUnavailable,
+			"This node holds its maximum of %d long polls (SLUICE_LONG_POLL_MAX_PER_NODE); poll again later", limit)}
+	}
+	limit := e.cfg.LongPollMaxPerDevice
+	if limit <= 0 {
+		return func() { e.polls.Add(-1) }, nil
+	}
+	sh := &e.limits.polls.shards[deviceID[15]%pollShards]
+	sh.mu.Lock()
+	if sh.m[deviceID] >= limit {
+		sh.mu.Unlock()
+		e.polls.Add(-1)
+		return nil, &LimitError{RetryAfter: pollRetry, Err: Errorf(CodeTooManyRequests,
+			"Too many long polls for current device! At most %d at once (SLUICE_LONG_POLL_MAX_PER_DEVICE)", limit)}
+	}
+	if sh.m == nil {
+		sh.m = make(map[uuid.UUID]int)
+	}
+	sh.m[deviceID]++
+	sh.mu.Unlock()
+	return func() {
+		sh.mu.Lock()
+		if sh.m[deviceID]--; sh.m[deviceID] <= 0 {
+			delete(sh.m, deviceID)
+		}
+		sh.mu.Unlock()
+		e.polls.Add(-1)
+	}, nil
+}
