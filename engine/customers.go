@@ -47,6 +47,9 @@ func (e *Engine) putCustomer(ctx context.Context, c *Customer) (*Customer, error
 	if strings.TrimSpace(c.Title) == "" {
 		return nil, errCustomerTitleBlank
 	}
+	if err := checkLengths("title", c.Title); err != nil {
+		return nil, err
+	}
 	c.Name = c.Title
 	err := e.putRecord(ctx, kindCustomer, c.ID.ID, c.TenantID.ID, c, customerTitleKey(c.TenantID.ID, c.Title))
 	if errors.Is(err, storage.ErrConflict) {

@@ -42,6 +42,9 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, errDeviceNameBlank
 	}
+	if err := checkLengths("name", in.Name, "type", in.Type, "label", in.Label); err != nil {
+		return nil, err
+	}
 	d := *in
 	var old *Device
 	if in.ID.ID != uuid.Nil {

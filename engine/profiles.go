@@ -141,6 +141,15 @@ func (e *Engine) SaveDeviceProfile(ctx context.Context, p *Principal, in *Device
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, errProfileNameBlank
 	}
+	if err := checkLengths("name", in.Name); err != nil {
+		return nil, err
+	}
+	switch in.ProvisionType {
+	case "", ProvisionDisabled, ProvisionAllowCreate, ProvisionCheckPre, ProvisionX509Chain:
+	default:
+		return nil, Errorf(CodeBadRequestParams, "Invalid provision type %q: expected one of %s, %s, %s, %s",
+			in.ProvisionType, ProvisionDisabled, ProvisionAllowCreate, ProvisionCheckPre, ProvisionX509Chain)
+	}
 	dp := *in
 	dp.TenantID = newEntityID(EntityTenant, p.TenantID)
 	if in.ID.ID != uuid.Nil {

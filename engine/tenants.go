@@ -49,6 +49,9 @@ func (e *Engine) putTenant(ctx context.Context, t *Tenant) (*Tenant, error) {
 	if strings.TrimSpace(t.Title) == "" {
 		return nil, errTenantTitleBlank
 	}
+	if err := checkLengths("title", t.Title); err != nil {
+		return nil, err
+	}
 	t.Name = t.Title
 	if t.Region == "" {
 		t.Region = "Global"

@@ -131,6 +131,9 @@ const (
 	ProvisionDisabled    = "DISABLED"
 	ProvisionAllowCreate = "ALLOW_CREATE_NEW_DEVICES"
 	ProvisionCheckPre    = "CHECK_PRE_PROVISIONED_DEVICES"
+	// ProvisionX509Chain is accepted on a profile (ThingsBoard has it) but
+	// provisions nothing over HTTP: it is for MQTT devices with X.509 chains.
+	ProvisionX509Chain = "X509_CERTIFICATE_CHAIN"
 )
 
 // ProvisionConfiguration is the provisioning part of DeviceProfileData.

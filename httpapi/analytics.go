@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
@@ -124,7 +123,7 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			return
 		}
 		var req engine.ReportRequest
-		if err := sonic.Unmarshal(ctx.PostBody(), &req); err != nil {
+		if err := decodeJSON(ctx.PostBody(), &req); err != nil {
 			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
 				"Invalid request body: want {viewConfigId, rangeStartTs?, rangeEndTs?, filters?: {name: [values]}}")
 			return

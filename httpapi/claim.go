@@ -101,7 +101,7 @@ func parseClaimRequest(body []byte) (claimRequest, error) {
 		return req, nil
 	}
 	var raw map[string]json.RawMessage
-	if err := sonic.Unmarshal(body, &raw); err != nil {
+	if err := decodeJSON(body, &raw); err != nil {
 		return req, errClaimBody("the body must be a JSON object")
 	}
 	if v, ok := raw["secretKey"]; ok {

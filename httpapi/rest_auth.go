@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 
-	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
@@ -55,7 +54,7 @@ type loginRequest struct {
 // "Authentication failed" (401), as ThingsBoard's login filter answers.
 func (s *Server) login(ctx *fasthttp.RequestCtx) {
 	var req loginRequest
-	if err := sonic.Unmarshal(ctx.PostBody(), &req); err != nil {
+	if err := decodeJSON(ctx.PostBody(), &req); err != nil {
 		s.fail(ctx, engine.ErrAuthFailed)
 		return
 	}
@@ -73,7 +72,7 @@ func (s *Server) refreshToken(ctx *fasthttp.RequestCtx) {
 	var req struct {
 		RefreshToken string `json:"refreshToken"`
 	}
-	if err := sonic.Unmarshal(ctx.PostBody(), &req); err != nil {
+	if err := decodeJSON(ctx.PostBody(), &req); err != nil {
 		s.fail(ctx, engine.ErrAuthFailed)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/bytedance/sonic"
@@ -158,9 +159,24 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetBody(b)
 }
 
+// strictJSON decodes REST bodies. Sonic's default lets raw control characters
+// through inside strings; ThingsBoard's Jackson refuses them, and so do we.
+var strictJSON = sonic.Config{ValidateString: true}.Froze()
+
+var errInvalidUTF8 = errors.New("the body is not valid UTF-8")
+
+// decodeJSON decodes a whole REST body into v, refusing invalid UTF-8 (which
+// sonic passes through even with ValidateString) and raw control characters.
+func decodeJSON(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		return errInvalidUTF8
+	}
+	return strictJSON.Unmarshal(body, v)
+}
+
 // readJSON decodes the request body into v; a bad body is a 400.
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
-	if err := sonic.Unmarshal(ctx.PostBody(), v); err != nil {
+	if err := decodeJSON(ctx.PostBody(), v); err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid request body")
 		return false
 	}
