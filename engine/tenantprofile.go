@@ -268,6 +268,9 @@ func (e *Engine) SaveTenantProfile(ctx context.Context, p *Principal, in *Tenant
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, errTenantProfileNameBlank
 	}
+	if err := checkLengths("name", in.Name); err != nil {
+		return nil, err
+	}
 	tp := *in
 	if len(strings.TrimSpace(string(tp.ProfileData.Configuration))) == 0 || string(tp.ProfileData.Configuration) == "null" {
 		tp.ProfileData.Configuration = defaultTenantConfiguration
