@@ -225,6 +225,17 @@ var restBodies = []struct {
 	{"otaPackage", func() any { return new(engine.SaveOtaPackageInfoRequest) }, []string{`{"title":"fw","version":"1.0","type":"FIRMWARE","deviceProfileId":{"entityType":"DEVICE_PROFILE","id":"784f394c-42b6-435a-983c-b7beff2784f9"},"isURL":false}`}},
 	{"changePassword", func() any { return new(changePasswordRequest) }, []string{`{"currentPassword":"a","newPassword":"b"}`}},
 	{"activate", func() any { return new(activateRequest) }, []string{`{"activateToken":"x","password":"p"}`}},
+	{"view", func() any { return new(engine.View) }, []string{`{"id":{"entityType":"ANALYTICS_VIEW","id":"784f394c-42b6-435a-983c-b7beff2784f9"},` +
+		`"name":"Monthly energy by building","type":"TABLE","source":{"deviceProfile":"energy-meter"},"fields":[` +
+		`{"label":"Building","source":"ATTRIBUTE","key":"building","scope":"SERVER_SCOPE"},{"label":"Date","source":"DATE","grouping":"YEARMONTH"},` +
+		`{"label":"energyUsage","source":"TELEMETRY","key":"energy","aggregation":"SUM"}],"filters":[{"name":"building",` +
+		`"field":{"source":"ATTRIBUTE","key":"building","scope":"SERVER_SCOPE"},"condition":"ONE_OF","values":[]}],` +
+		`"range":{"type":"RELATIVE","preset":"LAST_30_DAYS"},"timeZone":"Europe/Kyiv","sort":[{"label":"Date","order":"ASC"}]}`}},
+	{"report", func() any { return new(engine.ReportRequest) }, []string{
+		`{"viewConfigId":"784f394c-42b6-435a-983c-b7beff2784f9","rangeStartTs":0,"rangeEndTs":0,"filters":{"Building":[],"Floor":["1"]}}`}},
+	{"tenantProfile", func() any { return new(engine.TenantProfile) }, []string{`{"name":"Default","default":true,` +
+		`"profileData":{"configuration":{"type":"DEFAULT","transportDeviceTelemetryMsgRateLimit":"10:1,300:60"}}}`}},
+	{"rpcRule", func() any { return new(engine.RPCRuleInput) }, []string{`{"method":"getTime","script":"return Date.now();"}`}},
 }
 
 // FuzzRESTBody feeds any bytes to readJSON as each REST request type. A body is
