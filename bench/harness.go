@@ -24,8 +24,16 @@ var Payloads = []Payload{{"single", 1}, {"batch100", 100}}
 
 // Options size a harness run.
 type Options struct {
-	// Connections is the closed-loop concurrency of every cell.
+	// Connections is the concurrency of every cell: the closed loop's workers, and
+	// in an open loop the most requests in flight at once.
 	Connections int
+	// Rate, when above 0, runs every cell open loop at that many requests per
+	// second (loadtest.Config.Rate): latency counts from when each request was due,
+	// so a stalled target is not hidden by the generator waiting for it.
+	Rate float64
+	// HalfPeak runs every cell twice: closed loop flat out (its req/s is the peak),
+	// then open loop at half that rate. Rate is ignored.
+	HalfPeak bool
 	// Duration and Warmup of every cell; Requests, when set, bounds a cell by count
 	// as well (the smoke test uses it).
 	Duration, Warmup time.Duration
@@ -47,7 +55,11 @@ type Cell struct {
 	Target  string
 	Sluice  bool
 	Payload string
-	Result  *loadtest.Result
+	// Rate is the offered open-loop rate in req/s; 0 for a closed loop.
+	Rate float64
+	// Peak, in a half-peak open-loop cell, is the closed-loop req/s it halved.
+	Peak   float64
+	Result *loadtest.Result
 }
 
 type starter struct {
@@ -75,6 +87,7 @@ func Run(opts Options) ([]Cell, error) {
 		fmt.Fprintln(log, "note: CLICKHOUSE_ADDR or REDIS_ADDR is unset: skipping Sluice on ClickHouse+Redis (eval \"$(scripts/services.sh)\" to include it)")
 	}
 	var cells []Cell
+	runs := 0 // load runs so far, each with its own timestamps
 	for _, s := range starters {
 		if opts.Only != "" && !strings.Contains(s.name, opts.Only) {
 			continue
@@ -84,27 +97,35 @@ func Run(opts Options) ([]Cell, error) {
 			return cells, fmt.Errorf("cannot start %s: %w", s.name, err)
 		}
 		fmt.Fprintf(log, "%s on %s\n", t.Name, t.Addr)
-		for i, p := range Payloads {
+		for _, p := range Payloads {
 			if opts.OnlyPayload != "" && !strings.Contains(p.Name, opts.OnlyPayload) {
 				continue
 			}
-			// Each cell gets its own stretch of timestamps (about 115 days), so no
-			// point of one cell replaces a point of another on the same device.
-			base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() + int64(len(cells)+i)*10_000_000_000
-			runtime.GC() // start every cell with the previous one's garbage collected
-			res, err := loadtest.Run(loadtest.Config{
-				Addr: t.Addr, Connections: opts.Connections,
-				Duration: opts.Duration, Warmup: opts.Warmup, Requests: opts.Requests,
-				Generate: loadtest.Telemetry(t.Paths, p.Rows, max(opts.Connections, 1), base),
-			})
+			cell := Cell{Target: t.Name, Sluice: t.Sluice, Payload: p.Name, Rate: opts.Rate}
+			if opts.HalfPeak {
+				cell.Rate = 0
+			}
+			res, err := measure(t, p, opts, cell.Rate, runs)
+			runs++
 			if err != nil {
 				return cells, errors.Join(err, t.Close())
 			}
-			fmt.Fprintf(log, "  %-8s %v\n", p.Name, res)
-			if res.FirstErr != nil {
-				fmt.Fprintf(log, "  first error: %v\n", res.FirstErr)
+			logCell(log, cell, res)
+			cell.Result = res
+			cells = append(cells, cell)
+			if !opts.HalfPeak {
+				continue
 			}
-			cells = append(cells, Cell{Target: t.Name, Sluice: t.Sluice, Payload: p.Name, Result: res})
+			half := Cell{Target: t.Name, Sluice: t.Sluice, Payload: p.Name, Rate: res.ReqPerSec() / 2, Peak: res.ReqPerSec()}
+			if half.Rate <= 0 {
+				return cells, errors.Join(fmt.Errorf("%s %s: no requests answered at the peak", t.Name, p.Name), t.Close())
+			}
+			if half.Result, err = measure(t, p, opts, half.Rate, runs); err != nil {
+				return cells, errors.Join(err, t.Close())
+			}
+			runs++
+			logCell(log, half, half.Result)
+			cells = append(cells, half)
 		}
 		if err := t.Close(); err != nil {
 			return cells, fmt.Errorf("cannot stop %s: %w", t.Name, err)
@@ -113,12 +134,40 @@ func Run(opts Options) ([]Cell, error) {
 	return cells, nil
 }
 
-// WriteTable writes the cells as a Markdown table; Sluice rows carry their req/s as
-// a fraction of the ceiling's and the baseline's for the same payload.
+// measure runs one load of payload p against t: closed loop, or open loop at rate
+// req/s. Run number n gets its own stretch of timestamps (about 115 days), so no
+// point of one run replaces a point of another on the same device.
+func measure(t *Target, p Payload, opts Options, rate float64, n int) (*loadtest.Result, error) {
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() + int64(n)*10_000_000_000
+	runtime.GC() // start every run with the previous one's garbage collected
+	return loadtest.Run(loadtest.Config{
+		Addr: t.Addr, Connections: opts.Connections, Rate: rate,
+		Duration: opts.Duration, Warmup: opts.Warmup, Requests: opts.Requests,
+		Generate: loadtest.Telemetry(t.Paths, p.Rows, max(opts.Connections, 1), base),
+	})
+}
+
+func logCell(log io.Writer, c Cell, res *loadtest.Result) {
+	mode := "closed"
+	if c.Rate > 0 {
+		mode = fmt.Sprintf("open %.0f/s", c.Rate)
+	}
+	fmt.Fprintf(log, "  %-8s %-14s %v\n", c.Payload, mode, res)
+	if res.Missed > 0 {
+		fmt.Fprintf(log, "  missed: %d requests came due with every connection busy\n", res.Missed)
+	}
+	if res.FirstErr != nil {
+		fmt.Fprintf(log, "  first error: %v\n", res.FirstErr)
+	}
+}
+
+// WriteTable writes the closed-loop cells as a Markdown table; Sluice rows carry
+// their req/s as a fraction of the ceiling's and the baseline's for the same
+// payload. Open-loop cells, if any, follow in a second table (WriteOpenTable).
 func WriteTable(w io.Writer, cells []Cell) {
 	ref := func(prefix, payload string) *loadtest.Result {
 		for _, c := range cells {
-			if !c.Sluice && strings.HasPrefix(c.Target, prefix) && c.Payload == payload {
+			if !c.Sluice && c.Rate == 0 && strings.HasPrefix(c.Target, prefix) && c.Payload == payload {
 				return c.Result
 			}
 		}
@@ -130,9 +179,14 @@ func WriteTable(w io.Writer, cells []Cell) {
 		}
 		return fmt.Sprintf("%.2f", r.ReqPerSec()/of.ReqPerSec())
 	}
+	var open []Cell
 	fmt.Fprintln(w, "| target | payload | req/s | points/s | p50 | p99 | p99.9 | max | not 2xx | Sluice/ceiling | Sluice/baseline |")
 	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, c := range cells {
+		if c.Rate > 0 {
+			open = append(open, c)
+			continue
+		}
 		r := c.Result
 		vsCeiling, vsBaseline := "", ""
 		if c.Sluice {
@@ -141,7 +195,31 @@ func WriteTable(w io.Writer, cells []Cell) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %v | %v | %v | %v | %d | %s | %s |\n",
 			c.Target, c.Payload, thousands(r.ReqPerSec()), thousands(r.PointsPerSec()),
 			round(r.Quantile(50)), round(r.Quantile(99)), round(r.Quantile(99.9)), round(r.Max()),
-			r.Requests-r.OK()+r.Errors, vsCeiling, vsBaseline)
+			r.Failed(), vsCeiling, vsBaseline)
+	}
+	if len(open) > 0 {
+		fmt.Fprintln(w)
+		WriteOpenTable(w, open)
+	}
+}
+
+// WriteOpenTable writes open-loop cells as a Markdown table. Latency counts from
+// when each request was due; "from send" is the p99 from the actual send, and
+// "missed" the requests that came due while every connection was busy. Either far
+// from the other columns means the target (or -connections) did not keep up.
+func WriteOpenTable(w io.Writer, cells []Cell) {
+	fmt.Fprintln(w, "| target | payload | offered req/s | of peak | answered req/s | points/s | p50 | p99 | p99.9 | max | p99 from send | missed | not 2xx |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, c := range cells {
+		r := c.Result
+		ofPeak := "–"
+		if c.Peak > 0 {
+			ofPeak = fmt.Sprintf("%.2f", c.Rate/c.Peak)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %v | %v | %v | %v | %v | %d | %d |\n",
+			c.Target, c.Payload, thousands(c.Rate), ofPeak, thousands(r.ReqPerSec()), thousands(r.PointsPerSec()),
+			round(r.Quantile(50)), round(r.Quantile(99)), round(r.Quantile(99.9)), round(r.Max()),
+			round(time.Duration(r.Service.ValueAtQuantile(99))*time.Microsecond), r.Missed, r.Failed())
 	}
 }
 

@@ -32,3 +32,46 @@ func TestHarnessSmoke(t *testing.T) {
 		t.Fatalf("table:\n%s", table.String())
 	}
 }
+
+// TestHarnessOpenLoop runs the ceiling at a fixed open-loop rate and in half-peak
+// mode for a few requests: the open-loop cells are measured, carry their rate (half
+// the closed-loop cell before them), and land in the second table. No timing
+// assertions: the rate only needs to be low enough to finish quickly.
+func TestHarnessOpenLoop(t *testing.T) {
+	f := func(opts Options, wantCells int, wantRows ...string) []Cell {
+		t.Helper()
+		var log bytes.Buffer
+		opts.Connections, opts.Requests, opts.Only, opts.OnlyPayload, opts.Log = 2, 20, "ceiling", "single", &log
+		cells, err := Run(opts)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log.String())
+		}
+		if len(cells) != wantCells {
+			t.Fatalf("%d cells, want %d\n%s", len(cells), wantCells, log.String())
+		}
+		for _, c := range cells {
+			if r := c.Result; r.Requests != 20 || r.Status[200] != 20 || r.Errors != 0 {
+				t.Fatalf("%s %s at %v/s: %v\n%s", c.Target, c.Payload, c.Rate, r, log.String())
+			}
+		}
+		var table bytes.Buffer
+		WriteTable(&table, cells)
+		for _, row := range wantRows {
+			if !strings.Contains(table.String(), row) {
+				t.Fatalf("table has no %q:\n%s", row, table.String())
+			}
+		}
+		return cells
+	}
+
+	cells := f(Options{Rate: 1000}, 1, "| offered req/s |", "| ceiling (fasthttp no-op) | single | 1,000 | – |")
+	if cells[0].Rate != 1000 || cells[0].Peak != 0 {
+		t.Fatalf("cell %+v", cells[0])
+	}
+
+	cells = f(Options{HalfPeak: true, Rate: 1000}, 2, "| ceiling (fasthttp no-op) | single | ", "| 0.50 |")
+	peak, half := cells[0], cells[1]
+	if peak.Rate != 0 || half.Peak != peak.Result.ReqPerSec() || half.Rate != peak.Result.ReqPerSec()/2 {
+		t.Fatalf("peak %+v, half %+v", peak, half)
+	}
+}

@@ -4,6 +4,7 @@
 // REDIS_ADDR are set), all in this process under one load generator.
 //
 //	go run ./cmd/sluice-bench -duration 10s -connections 64
+//	go run ./cmd/sluice-bench -half-peak -payload single   # p99 at half of each cell's peak rate
 package main
 
 import (
@@ -23,7 +24,9 @@ func main() {
 		RedisAddr:      os.Getenv("REDIS_ADDR"),
 		Log:            os.Stderr,
 	}
-	flag.IntVar(&opts.Connections, "connections", 64, "closed-loop connections per cell")
+	flag.IntVar(&opts.Connections, "connections", 64, "connections per cell: the closed loop's workers, the open loop's most requests in flight")
+	flag.Float64Var(&opts.Rate, "rate", 0, "run every cell open loop at this many requests/s, latency counted from when each was due (0: closed loop, flat out)")
+	flag.BoolVar(&opts.HalfPeak, "half-peak", false, "run every cell closed loop flat out (its peak), then open loop at half that rate; overrides -rate")
 	flag.DurationVar(&opts.Duration, "duration", 10*time.Second, "measured time per cell")
 	flag.DurationVar(&opts.Warmup, "warmup", time.Second, "unrecorded warm-up per cell")
 	flag.IntVar(&opts.Devices, "devices", 1, "devices Sluice takes telemetry for (1: the demo device; more: created for the run, one per connection at most)")
@@ -43,8 +46,15 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(os.Stderr, "sluice-bench: %d connections, %v per cell after %v warm-up, GOMAXPROCS %d, %s\n",
-		opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.Version())
+	mode := "closed loop"
+	switch {
+	case opts.HalfPeak:
+		mode = "closed loop (peak), then open loop at half the peak"
+	case opts.Rate > 0:
+		mode = fmt.Sprintf("open loop at %.0f req/s", opts.Rate)
+	}
+	fmt.Fprintf(os.Stderr, "sluice-bench: %s, %d connections, %v per cell after %v warm-up, GOMAXPROCS %d, %s\n",
+		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.Version())
 	cells, err := bench.Run(opts)
 	bench.WriteTable(os.Stdout, cells)
 	if err != nil {
