@@ -84,13 +84,16 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	if q.Aggs&(storage.ReportUniq|storage.ReportLatest) != 0 {
 		cols += ", bool_v, str_v, json_v"
 	}
+	// materialize: on a Distributed table 18.16 refuses a UNION ALL (merged and
+	// unmerged partitions below) whose branches return a constant column, as the
+	// bucket of a report without a date field is.
 	source := func(final bool, cond string) string {
 		f := ""
 		if final {
 			f = " FINAL"
 		}
 		return with + `SELECT ` + cols + `,
-					` + bucketSQL(q.Bucket, wallSQL(q.Zone)) + ` AS bucket
+					materialize(` + bucketSQL(q.Bucket, wallSQL(q.Zone)) + `) AS bucket
 				FROM ` + s.table("telemetry") + f + `
 				WHERE ` + inDevices + ` AND key IN (` + keyList + `) AND ts >= ? AND ts < ?` + alive + cond
 	}
