@@ -48,6 +48,7 @@ type Store struct {
 	servers []string // on a cluster: host:port of every server, where the local tables are
 	clock   clock
 	closed  atomic.Bool
+	threads atomic.Int32 // max_threads of the server, once read (report.go)
 }
 
 var _ storage.Telemetry = (*Store)(nil)
