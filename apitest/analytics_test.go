@@ -3,12 +3,18 @@ package apitest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-iot/sluice/config"
 )
 
 // The analytics tests run one fixture on each back end and check every report
@@ -461,10 +467,7 @@ func TestAnalytics(t *testing.T) {
 }
 
 // onBothBackEnds runs f on an embedded node and on a ClickHouse + Redis node.
-func onBothBackEnds(t *testing.T, f func(t *testing.T, n *testNode)) {
-	t.Run("embedded", func(t *testing.T) { f(t, startNode(t, nil)) })
-	t.Run("clickhouse", func(t *testing.T) { f(t, newDeployment(t).node(t, nil)) })
-}
+func onBothBackEnds(t *testing.T, f func(t *testing.T, n *testNode)) { onBothNodes(t, nil, f) }
 
 // otherTenantAdmin creates a tenant with an admin and returns the admin's header.
 func otherTenantAdmin(t *testing.T, n *testNode, title string) string {
@@ -638,4 +641,72 @@ func TestAnalyticsRelativeRange(t *testing.T) {
 		wantTable(t, "last 7 days", a.report(t, req(id)), []any{"n"}, []any{1})
 		wantTable(t, "zero range keeps the view's", a.report(t, req(id, `,"rangeStartTs":0,"rangeEndTs":0`)), []any{"n"}, []any{1})
 	})
+}
+
+// TestAnalyticsReportQueue: with one report thread and no queue, reports sent
+// at once are either built (200, the right table) or refused with 429 and
+// errorCode 33, never anything else, and a report after the burst is built
+// again. Eight clients keep sending until one is refused: two reports overlap
+// within a few tries on either back end (ClickHouse reports take milliseconds).
+func TestAnalyticsReportQueue(t *testing.T) {
+	tweak := func(c *config.Config) { c.Analytics.ReportThreads, c.Analytics.ReportQueue = 1, 0 }
+	onBothNodes(t, tweak, func(t *testing.T, n *testNode) {
+		auth := n.tenantAuth()
+		jwt := strings.TrimPrefix(auth, "X-Authorization: Bearer ")
+		n.must(200, "POST", "/api/device", `{"name":"q1","type":"meter"}`, auth)
+		var v struct{ ID entityID }
+		n.must(200, "POST", "/api/analytics/view", `{"name":"q","source":{"deviceProfile":"meter"},`+
+			`"fields":[{"label":"Device","source":"ENTITY_NAME"},{"label":"n","source":"TELEMETRY","key":"energy","aggregation":"COUNT"}]}`, auth).JSON(t, &v)
+		endpoint := n.URL + "/apiAnalytics/publicApi/buildReport?jwt=" + jwt
+		const want = `{"columnLabels":["Device","n"],"dataTable":[{"Device":"q1","n":0}]}`
+		var (
+			refused  atomic.Bool
+			mu       sync.Mutex
+			problems []string
+			wg       sync.WaitGroup
+		)
+		deadline := time.Now().Add(30 * time.Second)
+		for range 8 {
+			wg.Go(func() {
+				for !refused.Load() && time.Now().Before(deadline) {
+					resp, err := http.Post(endpoint, "application/json", strings.NewReader(req(v.ID.ID)))
+					if err != nil {
+						mu.Lock()
+						problems = append(problems, err.Error())
+						mu.Unlock()
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					var e struct{ Status, ErrorCode int }
+					switch {
+					case resp.StatusCode == 200 && string(body) == want:
+					case resp.StatusCode == 429 && json.Unmarshal(body, &e) == nil && e.Status == 429 && e.ErrorCode == 33:
+						refused.Store(true)
+					default:
+						mu.Lock()
+						problems = append(problems, fmt.Sprintf("%d %s", resp.StatusCode, body))
+						mu.Unlock()
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(problems) > 0 {
+			t.Fatalf("answers other than 200 or 429: %q", problems)
+		}
+		if !refused.Load() {
+			t.Fatal("no report was refused in 30 s of eight clients with one report thread and no queue")
+		}
+		if r := n.must(200, "POST", "/apiAnalytics/publicApi/buildReport?jwt="+jwt, req(v.ID.ID)); string(r.Body) != want {
+			t.Fatalf("report after the burst: %s", r.Body)
+		}
+	})
+}
+
+// onBothNodes is onBothBackEnds with a configuration tweak.
+func onBothNodes(t *testing.T, tweak func(*config.Config), f func(t *testing.T, n *testNode)) {
+	t.Run("embedded", func(t *testing.T) { f(t, startNode(t, tweak)) })
+	t.Run("clickhouse", func(t *testing.T) { f(t, newDeployment(t).node(t, tweak)) })
 }
