@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-iot/sluice/bench"
+	"github.com/sluice-iot/sluice/internal/procs"
 )
 
 func main() {
@@ -34,6 +35,9 @@ func main() {
 	flag.StringVar(&opts.OnlyPayload, "payload", "", "run only the payloads whose name contains this (single, batch100)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
 	flag.Parse()
+	// Every target runs in this process; they all get the scheduler the sluice
+	// binary sets up for itself (CPUs + procs.Extra Ps; GOMAXPROCS overrides).
+	procs.Set()
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -53,8 +57,8 @@ func main() {
 	case opts.Rate > 0:
 		mode = fmt.Sprintf("open loop at %.0f req/s", opts.Rate)
 	}
-	fmt.Fprintf(os.Stderr, "sluice-bench: %s, %d connections, %v per cell after %v warm-up, GOMAXPROCS %d, %s\n",
-		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(os.Stderr, "sluice-bench: %s, %d connections, %v per cell after %v warm-up, GOMAXPROCS %d on %d CPUs, %s\n",
+		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
 	cells, err := bench.Run(opts)
 	bench.WriteTable(os.Stdout, cells)
 	if err != nil {

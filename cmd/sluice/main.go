@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/sluice-iot/sluice/config"
+	"github.com/sluice-iot/sluice/internal/procs"
 	"github.com/sluice-iot/sluice/node"
 )
 
@@ -39,6 +41,7 @@ func run(path string) error {
 		return fmt.Errorf("bad configuration:\n%w", err)
 	}
 	log := newLogger(cfg.Log)
+	log.Info("scheduler", "gomaxprocs", procs.Set(), "cpus", runtime.NumCPU())
 	n, err := node.Start(cfg, log)
 	if err != nil {
 		return err
