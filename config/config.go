@@ -329,7 +329,7 @@ func (c Config) Validate() error {
 		bad("SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY", "must not be negative, got %d", c.Analytics.ReportQueue)
 	}
 	if c.Ingest.Shards < 0 {
-		bad("SLUICE_INGEST_SHARDS", "must not be negative (0 means one per CPU), got %d", c.Ingest.Shards)
+		bad("SLUICE_INGEST_SHARDS", "must not be negative (0: one on the embedded store, one per GOMAXPROCS otherwise), got %d", c.Ingest.Shards)
 	}
 	if (c.ClickHouse.CHAddr == "") != (c.Redis.RedisAddr == "") {
 		bad("CLICKHOUSE_ADDR, REDIS_ADDR", "set both for the production back ends, or neither for the embedded default (got CLICKHOUSE_ADDR=%q, REDIS_ADDR=%q)",

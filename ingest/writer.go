@@ -26,7 +26,8 @@ var ErrClosed = errors.New("telemetry writer is shutting down")
 
 // Config sizes the write path. Zero fields take the defaults.
 type Config struct {
-	// Shards is the number of parallel writers (default GOMAXPROCS).
+	// Shards is the number of parallel writers (default GOMAXPROCS; the node
+	// passes 1 for the embedded store).
 	Shards int
 	// QueueSize is the number of requests that may wait per shard (default 1024).
 	QueueSize int
