@@ -191,7 +191,7 @@ func Default() Config {
 		Log:        Log{Level: "info", Format: "text"},
 		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice"},
 		Redis:      Redis{RedisPrefix: "sluice:"},
-		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 10000, SpoolFlushInterval: 1000, SpoolShards: 4},
+		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 100000, SpoolFlushInterval: 1000, SpoolShards: 4},
 		Device: Device{
 			RPCDefaultTimeout: 10000, RPCMinTimeout: 5000, ScriptTimeout: 1000, ScriptMaxMemory: 16 << 20,
 			ClaimDuration: 86400000, ClaimAllowByDefault: true,

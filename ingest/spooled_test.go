@@ -44,7 +44,9 @@ func TestSpooledConformance(t *testing.T) {
 			ch.Close()
 			t.Fatal(err)
 		}
-		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir()}, ch)
+		// 10,000-row deliveries: the concurrency cases write a few hundred
+		// thousand rows, and smaller inserts reach ClickHouse sooner.
+		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), BatchRows: 10000}, ch)
 		if err != nil {
 			t.Fatal(err)
 		}
