@@ -7,6 +7,9 @@ GO      ?= go
 # run ~3k execs/s instrumented) so CI stays bounded as targets are added; run
 # `make fuzz FUZZTIME=2000000x` for a deeper search.
 FUZZTIME ?= 50000x
+# Minimizing a new interesting input may take 60 s by default, with no executions
+# counted meanwhile (FuzzAPI in CI: a minute at "0/sec"); 1000 tries keep it short.
+FUZZMINIMIZE ?= 1000x
 
 .PHONY: build run test test-short test-reliability fuzz bench load soak vet fmt clean services
 
@@ -38,7 +41,7 @@ fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; \
 	  done; \
 	done
 
