@@ -114,7 +114,7 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 			bs = append(bs, branch(" FINAL", fmt.Sprintf(
 				`entity_id IN (SELECT entity_id FROM report_devices ORDER BY entity_id LIMIT %d, %d)`, from, to-from), cond))
 		}
-		return strings.Join(bs, "\n\t\t\t\tUNION ALL\n\t\t\t\t")
+		return strings.Join(bs, unionAll)
 	}
 	var points string
 	switch {
@@ -128,7 +128,7 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 			rs = append(rs, fmt.Sprintf("(ts >= %d AND ts < %d)", r[0], r[1]))
 		}
 		in := "(" + strings.Join(rs, " OR ") + ")"
-		points = branch("", inDevices, " AND "+in) + "\n\t\t\t\tUNION ALL\n\t\t\t\t" + final(" AND NOT "+in)
+		points = branch("", inDevices, " AND "+in) + unionAll + final(" AND NOT "+in)
 	}
 	p := partials(q.Aggs)
 	query := `SELECT grp, key, bucket, sum(cnt), sum(ncnt), sum(s), minIf(mn, ncnt > 0), maxIf(mx, ncnt > 0), ` + p.outer + `
@@ -177,6 +177,9 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	}
 	return out, nil
 }
+
+// unionAll joins the branches of a report's point source.
+const unionAll = "\n\t\t\t\tUNION ALL\n\t\t\t\t"
 
 // finalBranches is the number of branches a FINAL read is split into: the
 // server's max_threads for this connection's user (read once; 1 if it cannot be
