@@ -211,7 +211,14 @@ func TestTenantProfileREST(t *testing.T) {
 	errorBody(t, n.do("DELETE", "/api/tenantProfile/"+info.ID.ID, "", sys), 400)
 	n.must(200, "POST", "/api/tenant", `{"title":"uses p1","tenantProfileId":{"entityType":"TENANT_PROFILE","id":"`+tp.ID.ID+`"}}`, sys)
 	errorBody(t, n.do("DELETE", "/api/tenantProfile/"+tp.ID.ID, "", sys), 400)
-	errorBody(t, n.do("POST", "/api/tenant", `{"title":"x","tenantProfileId":{"entityType":"TENANT_PROFILE","id":"`+info.ID.ID[:35]+`0"}}`, sys), 400)
+	// An id that names no profile: the default's with its last digit changed (to
+	// one it does not already have).
+	last := byte('0')
+	if info.ID.ID[35] == last {
+		last = '1'
+	}
+	unknown := info.ID.ID[:35] + string(last)
+	errorBody(t, n.do("POST", "/api/tenant", `{"title":"x","tenantProfileId":{"entityType":"TENANT_PROFILE","id":"`+unknown+`"}}`, sys), 400)
 	errorBody(t, n.do("GET", "/api/tenantProfile/"+tp.ID.ID, "", n.tenantAuth()), 403)
 }
 
