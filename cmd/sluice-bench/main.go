@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&opts.Only, "only", "", "run only the targets whose name contains this (ceiling, baseline, sluice, embedded, clickhouse)")
 	flag.StringVar(&opts.OnlyPayload, "payload", "", "run only the payloads whose name contains this (single, batch100)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at the end (go tool pprof -sample_index=alloc_space)")
 	flag.Parse()
 	// Every target runs in this process; they all get the scheduler the sluice
 	// binary sets up for itself (CPUs + procs.Extra Ps; GOMAXPROCS overrides).
@@ -61,10 +62,29 @@ func main() {
 		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
 	cells, err := bench.Run(opts)
 	bench.WriteTable(os.Stdout, cells)
+	if *memProfile != "" {
+		if werr := writeAllocs(*memProfile); werr != nil {
+			fail(werr)
+		}
+	}
 	if err != nil {
 		pprof.StopCPUProfile()
 		fail(err)
 	}
+}
+
+// writeAllocs writes the allocation profile: everything allocated since start,
+// sampled (runtime.MemProfileRate), by call stack.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func fail(err error) {
