@@ -24,7 +24,8 @@ var ErrSpoolFull = errors.New("telemetry spool is full: the history store is not
 
 // Sink receives spooled rows: the history store (ClickHouse). Write must be
 // idempotent for identical rows, because a crash between a delivery and the spool
-// forgetting it replays the delivery.
+// forgetting it replays the delivery, and must not keep rows (the slice) after it
+// returns: the spool reuses it for the next delivery.
 type Sink interface {
 	Write(ctx context.Context, rows []storage.Row) error
 }
@@ -81,6 +82,14 @@ type lane struct {
 	rows      atomic.Int64 // undelivered rows of this shard
 	wake      chan struct{}
 	deliverMu sync.Mutex // one delivery at a time: the drainer, Flush or Close
+
+	// Scratch of deliverOnce, reused under deliverMu: a delivery decodes up to
+	// BatchRows rows, and allocating them anew each time (with every key name
+	// copied per row) was most of a node's allocation under load, and its GC
+	// cycles the ClickHouse cells' tail latency (bench/RESULTS.md).
+	scratch []storage.Row
+	keys    [][9]byte
+	names   nameTable
 }
 
 // OpenSpool opens (or creates) the spool in cfg.Dir and starts its drainer.
@@ -141,7 +150,7 @@ func (s *Spool) recover() error {
 		if len(k) != 9 {
 			return fmt.Errorf("telemetry spool: unexpected key %x", k)
 		}
-		if rows, err = decodeRecord(rows[:0], v); err != nil {
+		if rows, err = decodeRecord(rows[:0], v, nil); err != nil {
 			return fmt.Errorf("telemetry spool record %x: %w", k, err)
 		}
 		if int(k[0]) >= len(s.lanes) {
@@ -296,17 +305,22 @@ func (s *Spool) deliverOnce(l *lane) error {
 	if err != nil {
 		return err
 	}
-	var (
-		rows  []storage.Row
-		keys  [][]byte
-		bytes int64
-	)
+	rows, keys := l.scratch[:0], l.keys[:0]
+	defer func() {
+		clear(rows) // value strings are the delivery's own; key names stay in l.names
+		l.scratch, l.keys = rows[:0], keys[:0]
+	}()
+	var bytes int64
 	for it.First(); it.Valid() && len(rows) < s.cfg.BatchRows; it.Next() {
-		if rows, err = decodeRecord(rows, it.Value()); err != nil {
+		if rows, err = decodeRecord(rows, it.Value(), &l.names); err != nil {
 			it.Close()
 			return err
 		}
-		keys = append(keys, append([]byte(nil), it.Key()...))
+		if len(it.Key()) != 9 {
+			it.Close()
+			return fmt.Errorf("telemetry spool: unexpected key %x", it.Key())
+		}
+		keys = append(keys, [9]byte(it.Key()))
 		bytes += int64(len(it.Value()))
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -324,8 +338,8 @@ func (s *Spool) deliverOnce(l *lane) error {
 		s.cfg.Tally.Stored(rows)
 	}
 	b := s.db.NewBatch()
-	for _, k := range keys {
-		b.Delete(k, nil)
+	for i := range keys {
+		b.Delete(keys[i][:], nil)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
