@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/internal/testenv"
@@ -121,6 +122,62 @@ func BenchmarkWrite(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// TestLargeWriteIsOnePart: a Write larger than insertBlockRows goes to the server
+// in several blocks of one INSERT, which ClickHouse squashes into one part per
+// server (a part per block would multiply the merges), and every row arrives; on
+// one server and on the two-shard cluster.
+func TestLargeWriteIsOnePart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(testing.TB) *Store
+	}{{"server", OpenTest}, {"cluster", openClusterTest}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.open(t)
+			const n = 2*insertBlockRows + 123
+			rows := make([]storage.Row, n)
+			tenant := uuid.New()
+			devices := make([]uuid.UUID, 16) // on the cluster, some on each shard
+			for i := range devices {
+				devices[i] = uuid.New()
+			}
+			for i := range rows {
+				rows[i] = storage.Row{TenantID: tenant, EntityID: devices[i%len(devices)],
+					Entry: kv.Entry{Ts: 1_700_000_000_000 + int64(i), Key: "k", Value: kv.LongValue(int64(i))}}
+			}
+			if err := s.Write(t.Context(), rows); err != nil {
+				t.Fatal(err)
+			}
+			var total uint64
+			count := func(conn driver.Conn, table string) error {
+				var parts, rows uint64
+				if err := conn.QueryRow(t.Context(), "SELECT count(), sum(rows) FROM system.parts WHERE database = ? AND table = ? AND active",
+					s.db[1:len(s.db)-1], table).Scan(&parts, &rows); err != nil {
+					return err
+				}
+				if parts != 1 {
+					t.Errorf("%d rows in %d parts on a server, want 1 part", rows, parts)
+				}
+				total += rows
+				return nil
+			}
+			var err error
+			if s.cluster == "" {
+				err = count(s.conn, "telemetry")
+			} else {
+				err = s.onEveryServer(t.Context(), "count parts", func(conn driver.Conn) error {
+					return count(conn, "telemetry"+localSuffix)
+				})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total != n {
+				t.Fatalf("%d rows stored, want %d", total, n)
+			}
 		})
 	}
 }

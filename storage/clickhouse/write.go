@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	base := s.clock.next(len(rows))
 	cols := getColumns()
 	defer putColumns(cols)
+	cols.grow(len(rows))
 	for i := range rows {
 		cols.add(&rows[i], base+uint64(i))
 	}
@@ -56,6 +58,9 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	return s.insert(ctx, "telemetry_latest", insertLatest, lcols, true)
 }
 
+// insertBlockRows is the most rows the driver buffers for one insert at a time.
+const insertBlockRows = 16384
+
 type seriesKey struct {
 	entity uuid.UUID
 	key    string
@@ -76,13 +81,28 @@ func (s *Store) insert(ctx context.Context, table, columns string, c *columns, l
 		return fail("prepare insert into "+table, err)
 	}
 	defer b.Abort()
-	all := []any{c.tenant, c.entity, c.key, c.ts, c.ver, c.typ, c.boolV, c.longV, c.dblV, c.strV, c.jsonV}
-	if latest {
-		all = append(all, c.lver)
-	}
-	for i, col := range all {
-		if err := b.Column(i).Append(col); err != nil {
-			return fail("fill insert into "+table, err)
+	// The driver copies the columns into a block of its own and grows it by
+	// appending; sending a large insert in blocks of insertBlockRows (Flush keeps
+	// the block's capacity) bounds that copy, which for 100,000-row spool
+	// deliveries was most of a node's allocation. ClickHouse squashes the blocks
+	// of one INSERT into one part (min_insert_block_size_rows, default 1,048,576).
+	n := len(c.ts)
+	for lo := 0; lo < n; lo += insertBlockRows {
+		hi := min(lo+insertBlockRows, n)
+		all := []any{c.tenant[lo:hi], c.entity[lo:hi], c.key[lo:hi], c.ts[lo:hi], c.ver[lo:hi], c.typ[lo:hi],
+			c.boolV[lo:hi], c.longV[lo:hi], c.dblV[lo:hi], c.strV[lo:hi], c.jsonV[lo:hi]}
+		if latest {
+			all = append(all, c.lver[lo:hi])
+		}
+		for i, col := range all {
+			if err := b.Column(i).Append(col); err != nil {
+				return fail("fill insert into "+table, err)
+			}
+		}
+		if hi < n {
+			if err := b.Flush(); err != nil {
+				return fail("insert into "+table, err)
+			}
 		}
 	}
 	if err := b.Send(); err != nil {
@@ -146,6 +166,17 @@ func (c *columns) reset() {
 	clear(c.strV[:cap(c.strV)])
 	clear(c.jsonV[:cap(c.jsonV)])
 	clear(c.newest)
+}
+
+// grow makes room for n more rows in every column at once: a spool delivery is
+// 100,000 rows, and growing by appending allocated each column about twice over.
+func (c *columns) grow(n int) {
+	c.tenant, c.entity = slices.Grow(c.tenant, n), slices.Grow(c.entity, n)
+	c.key, c.ts = slices.Grow(c.key, n), slices.Grow(c.ts, n)
+	c.ver, c.lver = slices.Grow(c.ver, n), slices.Grow(c.lver, n)
+	c.typ, c.boolV = slices.Grow(c.typ, n), slices.Grow(c.boolV, n)
+	c.longV, c.dblV = slices.Grow(c.longV, n), slices.Grow(c.dblV, n)
+	c.strV, c.jsonV = slices.Grow(c.strV, n), slices.Grow(c.jsonV, n)
 }
 
 func (c *columns) add(r *storage.Row, ver uint64) {
