@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
@@ -31,6 +32,13 @@ for i = 1, #ARGV, 3 do
 end
 return 0`)
 
+type entityKey struct {
+	e uuid.UUID
+	k string
+}
+
+var newestPool = sync.Pool{New: func() any { return make(map[entityKey]int) }}
+
 func (s *Store) latestKey(entity uuid.UUID) string { return s.prefix + "{l:" + entity.String() + "}" }
 
 // UpdateLatest makes each row the latest value of its (entity, key) unless a newer
@@ -43,13 +51,15 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) error {
 		return err
 	}
 	// Keep the newest row per (entity, key) of this batch; later rows win ties.
-	type ek struct {
-		e uuid.UUID
-		k string
-	}
-	newest := make(map[ek]int, len(rows))
+	// A group commit holds up to 10,000 rows of usually a few series: the map
+	// starts small and comes from a pool, not sized by the row count.
+	newest := newestPool.Get().(map[entityKey]int)
+	defer func() {
+		clear(newest)
+		newestPool.Put(newest)
+	}()
 	for i := range rows {
-		k := ek{rows[i].EntityID, rows[i].Key}
+		k := entityKey{rows[i].EntityID, rows[i].Key}
 		if j, ok := newest[k]; !ok || rows[i].Ts >= rows[j].Ts {
 			newest[k] = i
 		}
