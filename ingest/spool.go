@@ -177,7 +177,7 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if s.bytes.Load() >= s.cfg.MaxBytes {
+	if s.Full() {
 		return ErrSpoolFull
 	}
 	parts := s.split(rows)
@@ -221,6 +221,10 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	}
 	return nil
 }
+
+// Full reports whether the undelivered data has reached MaxBytes, so that Write
+// would fail with ErrSpoolFull.
+func (s *Spool) Full() bool { return s.bytes.Load() >= s.cfg.MaxBytes }
 
 // split groups rows by shard, keeping their order. With one shard, or when every
 // row maps to the same shard (one device per request is the common case), it

@@ -40,14 +40,24 @@ type Spooled struct {
 	LatestStore LatestStore
 }
 
-// Write spools rows, then updates the latest values. If the latest update fails
-// the client sees an error and retries; the spooled rows are then delivered twice,
-// which the history store absorbs (same entity, key and ts replace each other).
+// Write spools rows and updates the latest values at the same time: the commit
+// waits for the spool's fsync or the latest store's round trip, whichever is
+// longer, not for both in turn. The caller acknowledges the rows only when both
+// succeed. If either fails the client sees an error and retries, and the part that
+// did succeed is repeated, which both absorb (the same entity, key and ts replace
+// each other). A full spool is checked first, so an overloaded node does not show
+// latest values it answers 503 for.
 func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
-	if err := t.Spool.Write(ctx, rows); err != nil {
-		return err
+	if len(rows) == 0 {
+		return nil
 	}
-	return t.LatestStore.UpdateLatest(ctx, rows)
+	if t.Spool.Full() {
+		return ErrSpoolFull
+	}
+	latest := make(chan error, 1)
+	go func() { latest <- t.LatestStore.UpdateLatest(ctx, rows) }()
+	err := t.Spool.Write(ctx, rows)
+	return errors.Join(err, <-latest)
 }
 
 // Latest reads the latest store.

@@ -1,0 +1,84 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// memLatest is a LatestStore in memory that counts the rows it was given and can
+// fail.
+type memLatest struct {
+	mu   sync.Mutex
+	rows int
+	err  error
+}
+
+func (m *memLatest) UpdateLatest(_ context.Context, rows []storage.Row) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return m.err
+	}
+	m.rows += len(rows)
+	return nil
+}
+
+func (m *memLatest) count() int { m.mu.Lock(); defer m.mu.Unlock(); return m.rows }
+
+func (m *memLatest) LatestValues(context.Context, uuid.UUID, []string) ([]kv.Entry, error) {
+	return nil, nil
+}
+func (m *memLatest) LatestKeys(context.Context, uuid.UUID) ([]string, error) { return nil, nil }
+func (m *memLatest) DeleteLatest(context.Context, uuid.UUID, []string) error { return nil }
+
+// TestSpooledWrite: the spool and the latest store are written together and
+// either's failure fails the write; a full spool refuses before the latest store
+// sees the rows (an overloaded node must not show values it answers 503 for).
+func TestSpooledWrite(t *testing.T) {
+	sink := newMemSink()
+	sink.setDown(true)
+	spool, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), MaxBytes: 4096, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spool.Close(context.Background())
+	latest := &memLatest{}
+	w := &Spooled{Spool: spool, LatestStore: latest}
+	id := uuid.New()
+
+	if err := w.Write(t.Context(), testRows(id, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if latest.count() != 10 {
+		t.Fatalf("latest store got %d rows, want 10", latest.count())
+	}
+
+	latest.err = errors.New("redis down")
+	if err := w.Write(t.Context(), testRows(id, 10, 10)); err == nil || !errors.Is(err, latest.err) {
+		t.Fatalf("write with the latest store down: %v", err)
+	}
+	latest.err = nil
+
+	written := 20
+	for !spool.Full() {
+		if err := w.Write(t.Context(), testRows(id, written, 10)); err != nil {
+			t.Fatal(err)
+		}
+		written += 10
+	}
+	before := latest.count()
+	if err := w.Write(t.Context(), testRows(id, written, 10)); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("write to a full spool: %v, want ErrSpoolFull", err)
+	}
+	if latest.count() != before {
+		t.Fatal("the latest store got rows the full spool refused")
+	}
+}
