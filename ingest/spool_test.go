@@ -117,6 +117,21 @@ func TestSpoolRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestNameTableBounded: past maxNames distinct names the table starts over
+// instead of growing, and still returns equal strings.
+func TestNameTableBounded(t *testing.T) {
+	var names nameTable
+	for i := range maxNames + 10 {
+		b := []byte(fmt.Sprintf("key-%d", i))
+		if got := names.intern(b); got != string(b) {
+			t.Fatalf("intern(%q) = %q", b, got)
+		}
+	}
+	if len(names.m) != 10 {
+		t.Fatalf("%d names held after %d distinct, want the 10 since the table started over", len(names.m), maxNames+10)
+	}
+}
+
 // FuzzSpoolRecord: a spool record read back from disk never panics the decoder,
 // and what decodes re-encodes to the same rows, with or without a name table.
 func FuzzSpoolRecord(f *testing.F) {
