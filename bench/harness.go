@@ -60,6 +60,12 @@ type Cell struct {
 	// Peak, in a half-peak open-loop cell, is the closed-loop req/s it halved.
 	Peak   float64
 	Result *loadtest.Result
+	// GCs and Alloc are the Go GC cycles and bytes allocated by the whole process
+	// (target and load generator) over the cell, warm-up included: the generator's
+	// share is the same for every target, so a Sluice cell far above the ceiling's
+	// points at allocation in Sluice (sluice-bench -memprofile says where).
+	GCs   uint32
+	Alloc uint64
 }
 
 type starter struct {
@@ -105,13 +111,13 @@ func Run(opts Options) ([]Cell, error) {
 			if opts.HalfPeak {
 				cell.Rate = 0
 			}
-			res, err := measure(t, p, opts, cell.Rate, runs)
+			res, err := measure(t, p, opts, cell.Rate, runs, &cell)
 			runs++
 			if err != nil {
 				return cells, errors.Join(err, t.Close())
 			}
-			logCell(log, cell, res)
 			cell.Result = res
+			logCell(log, cell)
 			cells = append(cells, cell)
 			if !opts.HalfPeak {
 				continue
@@ -120,11 +126,11 @@ func Run(opts Options) ([]Cell, error) {
 			if half.Rate <= 0 {
 				return cells, errors.Join(fmt.Errorf("%s %s: no requests answered at the peak", t.Name, p.Name), t.Close())
 			}
-			if half.Result, err = measure(t, p, opts, half.Rate, runs); err != nil {
+			if half.Result, err = measure(t, p, opts, half.Rate, runs, &half); err != nil {
 				return cells, errors.Join(err, t.Close())
 			}
 			runs++
-			logCell(log, half, half.Result)
+			logCell(log, half)
 			cells = append(cells, half)
 		}
 		if err := t.Close(); err != nil {
@@ -136,23 +142,31 @@ func Run(opts Options) ([]Cell, error) {
 
 // measure runs one load of payload p against t: closed loop, or open loop at rate
 // req/s. Run number n gets its own stretch of timestamps (about 115 days), so no
-// point of one run replaces a point of another on the same device.
-func measure(t *Target, p Payload, opts Options, rate float64, n int) (*loadtest.Result, error) {
+// point of one run replaces a point of another on the same device. It records the
+// run's GC cycles and allocated bytes in c.
+func measure(t *Target, p Payload, opts Options, rate float64, n int, c *Cell) (*loadtest.Result, error) {
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() + int64(n)*10_000_000_000
 	runtime.GC() // start every run with the previous one's garbage collected
-	return loadtest.Run(loadtest.Config{
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, err := loadtest.Run(loadtest.Config{
 		Addr: t.Addr, Connections: opts.Connections, Rate: rate,
 		Duration: opts.Duration, Warmup: opts.Warmup, Requests: opts.Requests,
 		Generate: loadtest.Telemetry(t.Paths, p.Rows, max(opts.Connections, 1), base),
 	})
+	runtime.ReadMemStats(&after)
+	c.GCs, c.Alloc = after.NumGC-before.NumGC, after.TotalAlloc-before.TotalAlloc
+	return res, err
 }
 
-func logCell(log io.Writer, c Cell, res *loadtest.Result) {
+func logCell(log io.Writer, c Cell) {
+	res := c.Result
 	mode := "closed"
 	if c.Rate > 0 {
 		mode = fmt.Sprintf("open %.0f/s", c.Rate)
 	}
 	fmt.Fprintf(log, "  %-8s %-14s %v\n", c.Payload, mode, res)
+	fmt.Fprintf(log, "  %-8s %-14s process, warm-up included: %d GC cycles, %.0f MB allocated\n", "", "", c.GCs, float64(c.Alloc)/1e6)
 	if res.Missed > 0 {
 		fmt.Fprintf(log, "  missed: %d requests came due with every connection busy\n", res.Missed)
 	}
