@@ -310,6 +310,11 @@ func (s *Spool) deliverOnce(l *lane) error {
 		return err
 	}
 	rows, keys := l.scratch[:0], l.keys[:0]
+	if need := int(min(l.rows.Load(), int64(s.cfg.BatchRows))); cap(rows) < need {
+		// One allocation of the size this delivery will reach, not a cascade of
+		// appends growing to it.
+		rows = make([]storage.Row, 0, need)
+	}
 	defer func() {
 		clear(rows) // value strings are the delivery's own; key names stay in l.names
 		l.scratch, l.keys = rows[:0], keys[:0]
