@@ -142,7 +142,15 @@ func rulesSuite(t *testing.T, rest, dev *testNode) {
 	expectRPC(t, rest, dev, token, `{"method":"nothing"}`, 200, "")
 	// A script that throws.
 	boom := rest.saveRule(auth, "boom", `throw new Error("no sensor")`, "")
+	// Another node learns of a saved rule through the notifier, a moment later;
+	// until then it answers 404 for the method.
 	r = dev.callRPC(token, `{"method":"boom"}`)
+	if rest != dev {
+		eventually(t, 5*time.Second, "the rule boom on the device's node", func() bool {
+			r = dev.callRPC(token, `{"method":"boom"}`)
+			return r.Status != 404
+		})
+	}
 	if msg := errorBody(t, r, 500); !strings.Contains(msg, boom.ID) || !strings.Contains(msg, `"boom"`) || !strings.Contains(msg, "no sensor") {
 		t.Fatalf("thrown error: %q", msg)
 	}
