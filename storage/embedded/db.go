@@ -73,6 +73,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		Lock:               lock,
 		Logger:             pebblelog.Logger{L: opts.Logger.With("component", "pebble")},
 		FormatMajorVersion: pebble.FormatNewest,
+		Merger:             concatMerger,
 	}
 	// Write looks up the latest value of every series it touches; blooms keep those
 	// point reads off disk. Deeper levels inherit the policy.
@@ -82,6 +83,11 @@ func Open(dir string, opts Options) (*DB, error) {
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("cannot open storage folder %s: %w", dir, err)
+	}
+	if err := migrateHistory(pdb, opts.Logger); err != nil {
+		pdb.Close()
+		lock.Close()
+		return nil, fmt.Errorf("cannot move the history in %s to the chunked layout: %w", dir, err)
 	}
 	return &DB{pdb: pdb, lock: lock}, nil
 }

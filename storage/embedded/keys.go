@@ -11,7 +11,8 @@ import (
 // Key layout. Every key starts with a one-byte table prefix; uuids are their 16 raw
 // bytes, so byte order is ascending id order:
 //
-//	h | entity | key⁰ | ts          history point  → value
+//	s | entity | key⁰ | window      history window → chunks (chunk.go)
+//	h | entity | key⁰ | ts          history point  → value, before chunks (migrate.go)
 //	l | entity | key                latest value   → ts | value
 //	a | entity | scope | key        attribute      → ts | value
 //	r | kind⁰ | id                  entity record  → record (see record.go)
@@ -23,9 +24,10 @@ import (
 // 0x00: byte 0x00 becomes 0x01 0x01 and 0x01 becomes 0x01 0x02. No escaped string
 // contains 0x00, so "temp" never scans into "temp\x00x", and escaped strings sort as
 // the originals do. A string at the end of a key is stored raw: nothing follows it
-// for it to bleed into. ts is 8 bytes big-endian with the sign bit flipped, so
-// negative timestamps sort first.
+// for it to bleed into. ts and window (a window's start) are 8 bytes big-endian
+// with the sign bit flipped, so negative timestamps sort first.
 const (
+	tableSeries    = 's'
 	tableHistory   = 'h'
 	tableLatest    = 'l'
 	tableAttribute = 'a'
@@ -61,13 +63,13 @@ func entityPrefix(dst []byte, table byte, entity uuid.UUID) []byte {
 	return append(dst, entity[:]...)
 }
 
-// seriesPrefix is the prefix of every history point of one key.
+// seriesPrefix is the prefix of every history window of one key.
 func seriesPrefix(dst []byte, entity uuid.UUID, key string) []byte {
-	return appendString(entityPrefix(dst, tableHistory, entity), key)
+	return appendString(entityPrefix(dst, tableSeries, entity), key)
 }
 
-func historyKey(dst []byte, entity uuid.UUID, key string, ts int64) []byte {
-	return appendTs(seriesPrefix(dst, entity, key), ts)
+func windowKey(dst []byte, entity uuid.UUID, key string, window int64) []byte {
+	return appendTs(seriesPrefix(dst, entity, key), window)
 }
 
 func latestKey(dst []byte, entity uuid.UUID, key string) []byte {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -14,31 +12,20 @@ const defaultLimit = 100
 
 // Read implements storage.Telemetry. It streams the range once, forwards for
 // ascending and backwards for descending order, folding points into the current
-// bucket as it goes, so memory is bounded by the result.
+// bucket as it goes, so memory is bounded by the result and one window.
 func (d *DB) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) {
 	if err := d.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer d.leave()
-	if q.StartTs >= q.EndTs {
-		return nil, nil
-	}
-	prefix := seriesPrefix(nil, q.EntityID, q.Key)
-	it, err := d.pdb.NewIter(&pebble.IterOptions{
-		LowerBound: appendTs(prefix, q.StartTs),
-		UpperBound: historyKey(nil, q.EntityID, q.Key, q.EndTs),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %q of %s: %w", q.Key, q.EntityID, err)
-	}
-	var out []kv.Entry
+	var (
+		out []kv.Entry
+		err error
+	)
 	if q.Agg == storage.AggNone || q.Interval <= 0 {
-		out, err = readRaw(ctx, it, q, len(prefix))
+		out, err = d.readRaw(ctx, q)
 	} else {
-		out, err = readAgg(ctx, it, q, len(prefix))
-	}
-	if cerr := it.Close(); err == nil {
-		err = cerr
+		out, err = d.readAgg(ctx, q)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %q of %s: %w", q.Key, q.EntityID, err)
@@ -49,52 +36,24 @@ func (d *DB) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) 
 // ctxCheckEvery is how many points a read visits between checks for cancellation.
 const ctxCheckEvery = 4096
 
-// step positions it on the first point (first == true) or the next one, in the
-// query's order.
-func step(it *pebble.Iterator, asc, first bool) bool {
-	switch {
-	case asc && first:
-		return it.First()
-	case asc:
-		return it.Next()
-	case first:
-		// With an upper bound set, Last is SeekLT(upper bound).
-		return it.Last()
-	}
-	return it.Prev()
-}
-
-func readRaw(ctx context.Context, it *pebble.Iterator, q storage.ReadQuery, prefixLen int) ([]kv.Entry, error) {
+func (d *DB) readRaw(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
 	var out []kv.Entry
-	for valid := step(it, q.Asc, true); valid && len(out) < limit; valid = step(it, q.Asc, false) {
-		raw, err := it.ValueAndErr()
-		if err != nil {
-			return nil, err
-		}
-		v, err := decodeValue(raw)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, kv.Entry{Ts: decodeTs(it.Key()[prefixLen:]), Key: q.Key, Value: v})
-		if len(out)%ctxCheckEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, it.Error()
+	err := scanSeries(ctx, d.pdb, q.EntityID, q.Key, q.StartTs, q.EndTs, !q.Asc, func(p point) bool {
+		out = append(out, kv.Entry{Ts: p.ts, Key: q.Key, Value: p.v})
+		return len(out) < limit
+	})
+	return out, err
 }
 
-func readAgg(ctx context.Context, it *pebble.Iterator, q storage.ReadQuery, prefixLen int) ([]kv.Entry, error) {
+func (d *DB) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) {
 	var (
-		out  []kv.Entry
-		acc  = accumulator{agg: q.Agg}
-		cur  int64 // start of the bucket acc holds
-		seen int
+		out []kv.Entry
+		acc = accumulator{agg: q.Agg}
+		cur int64 // start of the bucket acc holds
 	)
 	flush := func() {
 		if v, ok := acc.result(); ok {
@@ -102,28 +61,16 @@ func readAgg(ctx context.Context, it *pebble.Iterator, q storage.ReadQuery, pref
 		}
 		acc = accumulator{agg: q.Agg}
 	}
-	for valid := step(it, q.Asc, true); valid; valid = step(it, q.Asc, false) {
-		raw, err := it.ValueAndErr()
-		if err != nil {
-			return nil, err
-		}
-		v, err := decodeValue(raw)
-		if err != nil {
-			return nil, err
-		}
-		start := bucketStart(decodeTs(it.Key()[prefixLen:]), q)
+	err := scanSeries(ctx, d.pdb, q.EntityID, q.Key, q.StartTs, q.EndTs, !q.Asc, func(p point) bool {
+		start := bucketStart(p.ts, q)
 		if acc.count > 0 && start != cur {
 			flush()
 		}
 		cur = start
-		acc.add(v)
-		if seen++; seen%ctxCheckEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
+		acc.add(p.v)
+		return true
+	})
+	if err != nil {
 		return nil, err
 	}
 	if acc.count > 0 {

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/kv"
@@ -129,15 +128,6 @@ func (d *DB) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Repor
 
 // reportSeries folds one device's history of key into acc.
 func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.UUID, group uint32, key string, acc map[reportKey]*partial) error {
-	prefix := seriesPrefix(nil, dev, key)
-	it, err := d.pdb.NewIter(&pebble.IterOptions{
-		LowerBound: appendTs(prefix, q.StartTs),
-		UpperBound: historyKey(nil, dev, key, q.EndTs),
-	})
-	if err != nil {
-		return fmt.Errorf("cannot report %q of %s: %w", key, dev, err)
-	}
-	defer it.Close()
 	// The device's buckets: points come in ts order but fold buckets (hour of
 	// day, …) recur, so each keeps its first and last numeric value until the end.
 	type devBucket struct {
@@ -148,19 +138,10 @@ func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.U
 	var (
 		cur       *devBucket
 		curBucket int64
-		seen      int
 	)
 	wantUniq := q.Aggs&storage.ReportUniq != 0
-	for valid := it.First(); valid; valid = it.Next() {
-		raw, err := it.ValueAndErr()
-		if err != nil {
-			return err
-		}
-		v, err := decodeValue(raw)
-		if err != nil {
-			return err
-		}
-		ts := decodeTs(it.Key()[len(prefix):])
+	err := scanSeries(ctx, d.pdb, dev, key, q.StartTs, q.EndTs, false, func(p point) bool {
+		v, ts := p.v, p.ts
 		if b := q.Bucket.Key(storage.WallMs(q.Zone, ts)); cur == nil || b != curBucket {
 			if cur = buckets[b]; cur == nil {
 				cur = &devBucket{}
@@ -187,14 +168,10 @@ func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.U
 			cur.numCount++
 			cur.sum += n
 		}
-		if seen++; seen%ctxCheckEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		return err
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("cannot report %q of %s: %w", key, dev, err)
 	}
 	for b, db := range buckets {
 		if db.numCount > 0 {

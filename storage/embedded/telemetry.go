@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
@@ -84,17 +85,13 @@ func (d *DB) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
 	b := d.pdb.NewBatch()
 	defer b.Close()
 	for _, k := range q.Keys {
-		if q.StartTs < q.EndTs {
-			lo := historyKey(nil, q.EntityID, k, q.StartTs)
-			hi := historyKey(nil, q.EntityID, k, q.EndTs)
-			if err := b.DeleteRange(lo, hi, nil); err != nil {
-				return fmt.Errorf("cannot delete %q of %s: %w", k, q.EntityID, err)
-			}
+		if err := d.deleteRange(b, q.EntityID, k, q.StartTs, q.EndTs); err != nil {
+			return fmt.Errorf("cannot delete %q of %s: %w", k, q.EntityID, err)
 		}
 		if !q.DeleteLatest {
 			continue
 		}
-		if err := d.deleteLatest(b, q, k); err != nil {
+		if err := d.deleteLatest(ctx, b, q, k); err != nil {
 			return fmt.Errorf("cannot delete latest %q of %s: %w", k, q.EntityID, err)
 		}
 	}
@@ -104,10 +101,59 @@ func (d *DB) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
 	return nil
 }
 
+// deleteRange adds to b the deletion of the points of a series in [start, end):
+// a range deletion of the windows inside, and a rewrite of the first and last
+// windows without the points in the range.
+func (d *DB) deleteRange(b *pebble.Batch, entity uuid.UUID, key string, start, end int64) error {
+	if start >= end {
+		return nil
+	}
+	first, last := windowOf(start), windowOf(end-1)
+	if err := d.rewriteWindow(b, entity, key, first, start, end); err != nil || first == last {
+		return err
+	}
+	if first+windowMs < last {
+		lo := windowKey(nil, entity, key, first+windowMs)
+		hi := windowKey(nil, entity, key, last)
+		if err := b.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+	}
+	return d.rewriteWindow(b, entity, key, last, start, end)
+}
+
+// rewriteWindow adds to b the window's value without the points in [start, end),
+// as one chunk, or its deletion when no point is left. The caller holds the
+// entity's lock, so no Write merges into the window in between.
+func (d *DB) rewriteWindow(b *pebble.Batch, entity uuid.UUID, key string, window, start, end int64) error {
+	k := windowKey(nil, entity, key, window)
+	raw, ok, err := get(d.pdb, k)
+	if err != nil || !ok {
+		return err
+	}
+	pts, err := decodeWindow(nil, window, raw)
+	if err != nil {
+		return err
+	}
+	kept := pts[:0]
+	for _, p := range pts {
+		if p.ts < start || p.ts >= end {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == len(pts) {
+		return nil
+	}
+	if len(kept) == 0 {
+		return b.Delete(k, nil)
+	}
+	return b.Set(k, appendChunk(nil, window, kept), nil)
+}
+
 // deleteLatest adds to b the deletion or rewrite of the latest value of key.
-// It reads history from the DB, which does not yet see b's range deletion, so it
-// skips [StartTs, EndTs) itself.
-func (d *DB) deleteLatest(b *pebble.Batch, q storage.DeleteQuery, key string) error {
+// It reads history from the DB, which does not yet see b's deletions, so it skips
+// [StartTs, EndTs) itself.
+func (d *DB) deleteLatest(ctx context.Context, b *pebble.Batch, q storage.DeleteQuery, key string) error {
 	lk := latestKey(nil, q.EntityID, key)
 	ts, ok, err := latestTs(d.pdb, lk)
 	if err != nil || !ok || ts < q.StartTs || ts >= q.EndTs {
@@ -116,32 +162,28 @@ func (d *DB) deleteLatest(b *pebble.Batch, q storage.DeleteQuery, key string) er
 	if !q.RewriteLatest {
 		return b.Delete(lk, nil)
 	}
-	prefix := seriesPrefix(nil, q.EntityID, key)
-	it, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return err
+	// The newest point outside the deleted range takes the latest value's place:
+	// one after the range (rare: the latest is normally the newest point), else
+	// the newest one before it.
+	var found *point
+	newest := func(p point) bool {
+		found = &p
+		return false
 	}
-	defer it.Close()
-	valid := it.Last()
-	if valid {
-		// When the newest point is in the deleted range, the newest one before
-		// StartTs takes its place.
-		if t := decodeTs(it.Key()[len(prefix):]); t >= q.StartTs && t < q.EndTs {
-			valid = it.SeekLT(historyKey(nil, q.EntityID, key, q.StartTs))
-		}
-	}
-	if !valid {
-		if err := it.Error(); err != nil {
+	if q.EndTs < math.MaxInt64 {
+		if err := scanSeries(ctx, d.pdb, q.EntityID, key, q.EndTs, math.MaxInt64, true, newest); err != nil {
 			return err
 		}
+	}
+	if found == nil {
+		if err := scanSeries(ctx, d.pdb, q.EntityID, key, math.MinInt64, q.StartTs, true, newest); err != nil {
+			return err
+		}
+	}
+	if found == nil {
 		return b.Delete(lk, nil)
 	}
-	v, err := it.ValueAndErr()
-	if err != nil {
-		return err
-	}
-	stamped := appendStampedRaw(nil, decodeTs(it.Key()[len(prefix):]), v)
-	return b.Set(lk, stamped, nil)
+	return b.Set(lk, appendStamped(nil, found.ts, found.v), nil)
 }
 
 // DeleteEntitySeries implements storage.Telemetry.
@@ -154,7 +196,7 @@ func (d *DB) DeleteEntitySeries(ctx context.Context, entityID uuid.UUID) error {
 
 	b := d.pdb.NewBatch()
 	defer b.Close()
-	for _, table := range []byte{tableHistory, tableLatest} {
+	for _, table := range []byte{tableSeries, tableLatest} {
 		p := entityPrefix(nil, table, entityID)
 		if err := b.DeleteRange(p, prefixEnd(p), nil); err != nil {
 			return fmt.Errorf("cannot delete series of %s: %w", entityID, err)

@@ -67,11 +67,6 @@ func appendStamped(dst []byte, ts int64, v kv.Value) []byte {
 	return appendValue(binary.BigEndian.AppendUint64(dst, uint64(ts)), v)
 }
 
-// appendStampedRaw is appendStamped for a value already encoded by appendValue.
-func appendStampedRaw(dst []byte, ts int64, value []byte) []byte {
-	return append(binary.BigEndian.AppendUint64(dst, uint64(ts)), value...)
-}
-
 func stampedTs(b []byte) (int64, error) {
 	if len(b) < 8 {
 		return 0, fmt.Errorf("%w: stamped value of %d bytes", errCorrupt, len(b))

@@ -40,6 +40,7 @@ type writer struct {
 	slot    []int32 // slot[i] is the position in groups of row i's series
 	byKey   []int32 // positions in groups, in key order
 	order   []int32 // row numbers in history key order
+	pts     []point // one chunk's points
 	stripes [stripeCount / 64]uint64
 	key     []byte
 	val     []byte
@@ -54,18 +55,20 @@ func (w *writer) reset() {
 	w.slot = w.slot[:0]
 	w.byKey = w.byKey[:0]
 	w.order = w.order[:0]
+	clear(w.pts) // the strings may alias request memory too
+	w.pts = w.pts[:0]
 	w.stripes = [stripeCount / 64]uint64{}
 	w.key = w.key[:0]
 	w.val = w.val[:0]
 }
 
 // plan groups rows by series and fills w.order with the row numbers sorted by
-// history key, stably: rows with the same (entity, key, ts) keep their order, so
-// the later one still lands later in the batch and wins. Sorted batches matter for
-// speed, not correctness: Pebble's memtable insert reuses the position of the
-// previous key, so keys that arrive in order cost about one comparison each
-// instead of a walk down the skiplist (that walk was about 40% of the CPU of a
-// 10,000-row Write; see bench/RESULTS.md).
+// series and then ts, stably: rows with the same (entity, key, ts) keep their
+// order, so the later one wins. Series in key order matter for speed: Pebble's
+// memtable insert reuses the position of the previous key, so keys that arrive in
+// order cost about one comparison each instead of a walk down the skiplist (that
+// walk was about 40% of the CPU of a 10,000-row Write when every point was a key;
+// see bench/RESULTS.md).
 func (w *writer) plan(rows []storage.Row) {
 	for i := range rows {
 		r := &rows[i]
@@ -121,8 +124,9 @@ func (w *writer) plan(rows []storage.Row) {
 	}
 }
 
-// Write stores rows in one synced batch. History points are plain puts (a second
-// write of the same ts replaces the first); the latest value of a series is replaced
+// Write stores rows in one synced batch. Each series' points go in as one chunk
+// per window (chunk.go; a second write of a ts replaces the first when read);
+// the latest value of a series is replaced
 // only by a row with a ts at least as new, checked under the entity's stripe lock so
 // concurrent writers of one entity cannot lose the newest value.
 func (d *DB) Write(ctx context.Context, rows []storage.Row) error {
@@ -145,12 +149,28 @@ func (d *DB) Write(ctx context.Context, rows []storage.Row) error {
 
 	b := d.pdb.NewBatch()
 	defer b.Close()
-	for _, i := range w.order {
-		r := &rows[i]
-		w.key = historyKey(w.key[:0], r.EntityID, r.Key, r.Ts)
-		w.val = appendValue(w.val[:0], r.Value)
-		if err := b.Set(w.key, w.val, nil); err != nil {
-			return fmt.Errorf("cannot write telemetry: %w", err)
+	for _, g := range w.byKey {
+		p := &w.groups[g]
+		// The series' rows in ts order, one chunk per window they fall in.
+		idx := w.order[p.start : p.start+p.count]
+		for len(idx) > 0 {
+			win := windowOf(rows[idx[0]].Ts)
+			w.pts = w.pts[:0]
+			n := 0
+			for ; n < len(idx) && windowOf(rows[idx[n]].Ts) == win; n++ {
+				r := &rows[idx[n]]
+				if k := len(w.pts) - 1; k >= 0 && w.pts[k].ts == r.Ts {
+					w.pts[k].v = r.Value // the later row of a ts wins
+					continue
+				}
+				w.pts = append(w.pts, point{r.Ts, r.Value})
+			}
+			idx = idx[n:]
+			w.key = windowKey(w.key[:0], p.entity, p.key, win)
+			w.val = appendChunk(w.val[:0], win, w.pts)
+			if err := b.Merge(w.key, w.val, nil); err != nil {
+				return fmt.Errorf("cannot write telemetry: %w", err)
+			}
 		}
 	}
 	for _, g := range w.byKey {

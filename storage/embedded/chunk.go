@@ -1,0 +1,266 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluice-iot/sluice/kv"
+)
+
+// History is stored in chunks. A series' points are grouped into windows of
+// windowMs, and each window is one Pebble key (keys.go, table s) whose value is a
+// sequence of chunks in write order. Write adds one chunk per series and window
+// it touches with a Pebble merge, which appends it; the memtable insert, the
+// flush and every compaction then cost one key per series and window instead of
+// one per point, and a flush folds the chunks a memtable holds for one window
+// into one value (bench/RESULTS.md, "Chunked history").
+//
+//	chunk = uvarint(n) point × n
+//	point = uvarint(Δts) type payload
+//
+// Δts is the offset of the first point from the window start and of every other
+// point from the one before: a chunk's points are in ascending ts order, each ts
+// once. The payload is one byte for Bool, a zig-zag varint for Long, 8 bytes of
+// IEEE bits for Double, and uvarint(len) + bytes for String and JSON.
+//
+// Two chunks of one window may hold the same ts (a point written twice); the later
+// chunk wins, as the later Set of a key would. Reading a window therefore decodes
+// every chunk and, unless the chunks came in ts order (the common case: live data
+// and backfills both arrive in order), sorts the points stably and keeps the last
+// of each ts. The replaced copy stays in the value until a delete rewrites the
+// window: rewriting points is rare in telemetry, and the space is bounded by it.
+
+// windowMs is the width of a window. Fixed for the life of a store: it decides
+// which key a point lives under. Ten minutes hold 10 points of a series sampled
+// every minute and 600 (about 7 KB) of one sampled every second, so a read of the
+// newest points decodes little; a 1 kHz series makes 6 MB windows. An hour read
+// the report bench about as fast and made the bench's 1.8 kHz device's windows
+// 40 MB, which compactions copy whole (bench/RESULTS.md, "Chunked history").
+const windowMs = 600_000
+
+// windowOf returns the start of the window holding ts. Windows are aligned on
+// math.MinInt64 and the arithmetic is unsigned, so no ts overflows.
+func windowOf(ts int64) int64 {
+	off := uint64(ts) ^ (1 << 63)
+	return int64((off - off%windowMs) ^ (1 << 63))
+}
+
+// lastWindow reports whether w is the window with the greatest start: the one
+// after it would overflow int64.
+func lastWindow(w int64) bool {
+	return w > math.MaxInt64-windowMs
+}
+
+// point is one decoded history point.
+type point struct {
+	ts int64
+	v  kv.Value
+}
+
+// appendChunk appends a chunk of points, which must be in strictly ascending ts
+// order within the window starting at window.
+func appendChunk(dst []byte, window int64, pts []point) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(pts)))
+	prev := window
+	for _, p := range pts {
+		dst = binary.AppendUvarint(dst, uint64(p.ts-prev))
+		prev = p.ts
+		dst = appendChunkValue(dst, p.v)
+	}
+	return dst
+}
+
+func appendChunkValue(dst []byte, v kv.Value) []byte {
+	dst = append(dst, byte(v.Type))
+	switch v.Type {
+	case kv.Bool:
+		if v.Bool {
+			return append(dst, 1)
+		}
+		return append(dst, 0)
+	case kv.Long:
+		return binary.AppendVarint(dst, v.Long)
+	case kv.Double:
+		return binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Double))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
+	return append(dst, v.Str...)
+}
+
+// decodeWindow appends to dst the points of a window's value in ascending ts
+// order, one per ts, the one written last winning. Strings in the result do not
+// alias b. A value that does not decode is reported as corrupt, never a panic.
+func decodeWindow(dst []point, window int64, b []byte) ([]point, error) {
+	base := len(dst)
+	sorted := true
+	// The greatest offset a point may have: the window's last ms, or MaxInt64 in
+	// the last window, which ends early.
+	maxOff := min(uint64(windowMs-1), uint64(math.MaxInt64)-uint64(window))
+	for len(b) > 0 {
+		n, size := binary.Uvarint(b)
+		// Every point takes at least two bytes: a bound that keeps a corrupt count
+		// from sizing anything.
+		if size <= 0 || n == 0 || n > uint64(len(b)) {
+			return dst, fmt.Errorf("%w: bad chunk header", errCorrupt)
+		}
+		b = b[size:]
+		off := uint64(0)
+		for i := range n {
+			d, size := binary.Uvarint(b)
+			// Only a chunk's first point may sit at offset 0: the others move forward.
+			if size <= 0 || d > maxOff-off || d == 0 && i > 0 {
+				return dst, fmt.Errorf("%w: bad chunk ts", errCorrupt)
+			}
+			off += d
+			b = b[size:]
+			var v kv.Value
+			var err error
+			v, b, err = decodeChunkValue(b)
+			if err != nil {
+				return dst, err
+			}
+			ts := window + int64(off)
+			if len(dst) > base && ts <= dst[len(dst)-1].ts {
+				sorted = false
+			}
+			dst = append(dst, point{ts, v})
+		}
+	}
+	if !sorted {
+		dst = dst[:base+dedupe(dst[base:])]
+	}
+	return dst, nil
+}
+
+// dedupe sorts pts by ts, stably, keeps the last point of each ts and returns how
+// many points remain at the front of pts.
+func dedupe(pts []point) int {
+	slices.SortStableFunc(pts, func(a, b point) int {
+		switch {
+		case a.ts < b.ts:
+			return -1
+		case a.ts > b.ts:
+			return 1
+		}
+		return 0
+	})
+	n := 0
+	for i := range pts {
+		if i+1 < len(pts) && pts[i+1].ts == pts[i].ts {
+			continue
+		}
+		pts[n] = pts[i]
+		n++
+	}
+	clear(pts[n:]) // drop the strings of the points dropped
+	return n
+}
+
+func decodeChunkValue(b []byte) (kv.Value, []byte, error) {
+	if len(b) == 0 {
+		return kv.Value{}, b, fmt.Errorf("%w: missing value", errCorrupt)
+	}
+	t, p := kv.Type(b[0]), b[1:]
+	switch t {
+	case kv.Bool:
+		if len(p) < 1 || p[0] > 1 {
+			return kv.Value{}, b, fmt.Errorf("%w: bad bool", errCorrupt)
+		}
+		return kv.BoolValue(p[0] == 1), p[1:], nil
+	case kv.Long:
+		n, size := binary.Varint(p)
+		if size <= 0 {
+			return kv.Value{}, b, fmt.Errorf("%w: bad long varint", errCorrupt)
+		}
+		return kv.LongValue(n), p[size:], nil
+	case kv.Double:
+		if len(p) < 8 {
+			return kv.Value{}, b, fmt.Errorf("%w: short double", errCorrupt)
+		}
+		return kv.DoubleValue(math.Float64frombits(binary.BigEndian.Uint64(p))), p[8:], nil
+	case kv.String, kv.JSON:
+		n, size := binary.Uvarint(p)
+		if size <= 0 || n > uint64(len(p)-size) {
+			return kv.Value{}, b, fmt.Errorf("%w: bad string length", errCorrupt)
+		}
+		s := string(p[size : size+int(n)])
+		if t == kv.String {
+			return kv.StringValue(s), p[size+int(n):], nil
+		}
+		return kv.JSONValue(s), p[size+int(n):], nil
+	}
+	return kv.Value{}, b, fmt.Errorf("%w: unknown type %d", errCorrupt, t)
+}
+
+// concatMerger is Pebble's DefaultMerger, the operands of a key concatenated
+// oldest first, under the same name (so stores created with the default, before
+// chunked history, open unchanged), built in linear time and from pooled
+// buffers: DefaultMerger's MergeOlder copies the whole result for every operand,
+// quadratic in the operands of one key, and forward iteration and compactions
+// merge older operands, of which a busy window's memtable holds thousands.
+var concatMerger = &pebble.Merger{
+	Name: pebble.DefaultMerger.Name,
+	Merge: func(_, value []byte) (pebble.ValueMerger, error) {
+		c := concatPool.Get().(*concat)
+		c.newer = append(c.newer, value...)
+		return c, nil
+	},
+}
+
+var concatPool = sync.Pool{New: func() any { return new(concat) }}
+
+// concat is one merge. Finish hands Pebble the result with c as its Closer;
+// Close returns c, buffers and all, to the pool.
+type concat struct {
+	newer []byte // the first operand and the newer ones, oldest first
+	older []byte // the older operands as received: newest first
+	ends  []int  // where each operand in older ends
+	out   []byte
+}
+
+func (c *concat) MergeNewer(v []byte) error {
+	c.newer = append(c.newer, v...)
+	return nil
+}
+
+func (c *concat) MergeOlder(v []byte) error {
+	c.older = append(c.older, v...)
+	c.ends = append(c.ends, len(c.older))
+	return nil
+}
+
+func (c *concat) Finish(bool) ([]byte, io.Closer, error) {
+	if len(c.ends) == 0 {
+		return c.newer, c, nil
+	}
+	c.out = slices.Grow(c.out[:0], len(c.older)+len(c.newer))
+	for i := len(c.ends) - 1; i >= 0; i-- {
+		start := 0
+		if i > 0 {
+			start = c.ends[i-1]
+		}
+		c.out = append(c.out, c.older[start:c.ends[i]]...)
+	}
+	c.out = append(c.out, c.newer...)
+	return c.out, c, nil
+}
+
+// maxPooledMerge keeps the buffers of merges of huge windows out of the pool.
+// Pooling up to 16 MiB (a 1 kHz series' windows) halved what the bench's batch
+// cell allocated and its p99 at half of peak.
+const maxPooledMerge = 16 << 20
+
+func (c *concat) Close() error {
+	if cap(c.newer)+cap(c.older)+cap(c.out) > maxPooledMerge {
+		return nil
+	}
+	c.newer, c.older, c.ends, c.out = c.newer[:0], c.older[:0], c.ends[:0], c.out[:0]
+	concatPool.Put(c)
+	return nil
+}
