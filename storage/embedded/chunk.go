@@ -78,19 +78,11 @@ func appendChunk(dst []byte, window int64, pts []point) []byte {
 
 func appendChunkValue(dst []byte, v kv.Value) []byte {
 	dst = append(dst, byte(v.Type))
-	switch v.Type {
-	case kv.Bool:
-		if v.Bool {
-			return append(dst, 1)
-		}
-		return append(dst, 0)
-	case kv.Long:
-		return binary.AppendVarint(dst, v.Long)
-	case kv.Double:
-		return binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Double))
+	if v.Type == kv.String || v.Type == kv.JSON {
+		dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
+		return append(dst, v.Str...)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
-	return append(dst, v.Str...)
+	return appendScalar(dst, v)
 }
 
 // decodeWindow appends to dst the points of a window's value in ascending ts

@@ -17,6 +17,15 @@ var errCorrupt = errors.New("corrupt value")
 
 func appendValue(dst []byte, v kv.Value) []byte {
 	dst = append(dst, byte(v.Type))
+	if v.Type == kv.String || v.Type == kv.JSON {
+		return append(dst, v.Str...)
+	}
+	return appendScalar(dst, v)
+}
+
+// appendScalar appends the payload of a Bool, Long or Double; history chunks
+// (chunk.go) encode these the same way.
+func appendScalar(dst []byte, v kv.Value) []byte {
 	switch v.Type {
 	case kv.Bool:
 		if v.Bool {
@@ -28,7 +37,7 @@ func appendValue(dst []byte, v kv.Value) []byte {
 	case kv.Double:
 		return binary.BigEndian.AppendUint64(dst, math.Float64bits(v.Double))
 	}
-	return append(dst, v.Str...)
+	return dst
 }
 
 // decodeValue decodes what appendValue wrote; the result holds no reference to b.
