@@ -125,10 +125,10 @@ func (w *writer) plan(rows []storage.Row) {
 }
 
 // Write stores rows in one synced batch. Each series' points go in as one chunk
-// per window (chunk.go; a second write of a ts replaces the first when read);
-// the latest value of a series is replaced
-// only by a row with a ts at least as new, checked under the entity's stripe lock so
-// concurrent writers of one entity cannot lose the newest value.
+// per window (chunk.go; a second write of a ts replaces the first when read). The
+// latest value of a series is replaced only by a row with a ts at least as new,
+// checked under the entity's stripe lock so concurrent writers of one entity
+// cannot lose the newest value.
 func (d *DB) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return ctx.Err()
