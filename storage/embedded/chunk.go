@@ -85,43 +85,52 @@ func appendChunkValue(dst []byte, v kv.Value) []byte {
 	return appendScalar(dst, v)
 }
 
-// decodeWindow appends to dst the points of a window's value in ascending ts
-// order, one per ts, the one written last winning. Strings in the result do not
-// alias b. A value that does not decode is reported as corrupt, never a panic.
-func decodeWindow(dst []point, window int64, b []byte) ([]point, error) {
+// ref is a point of a window whose value is still encoded, at b[off:] of the
+// window's bytes b. Reads find the points they want by ts and decode only those
+// values: a dense series' window holds many points a read does not return.
+type ref struct {
+	ts  int64
+	off int
+}
+
+// scanWindow appends to dst the points of a window's value b in ascending ts
+// order, one per ts, the one written last winning. It checks every byte of b, so
+// valueAt cannot fail on what it returns; a value that does not decode is
+// reported as corrupt, never a panic.
+func scanWindow(dst []ref, window int64, b []byte) ([]ref, error) {
 	base := len(dst)
 	sorted := true
 	// The greatest offset a point may have: the window's last ms, or MaxInt64 in
 	// the last window, which ends early.
 	maxOff := min(uint64(windowMs-1), uint64(math.MaxInt64)-uint64(window))
-	for len(b) > 0 {
-		n, size := binary.Uvarint(b)
+	pos := 0
+	for pos < len(b) {
+		n, size := binary.Uvarint(b[pos:])
 		// Every point takes at least two bytes: a bound that keeps a corrupt count
 		// from sizing anything.
-		if size <= 0 || n == 0 || n > uint64(len(b)) {
+		if size <= 0 || n == 0 || n > uint64(len(b)-pos) {
 			return dst, fmt.Errorf("%w: bad chunk header", errCorrupt)
 		}
-		b = b[size:]
+		pos += size
 		off := uint64(0)
 		for i := range n {
-			d, size := binary.Uvarint(b)
+			d, size := binary.Uvarint(b[pos:])
 			// Only a chunk's first point may sit at offset 0: the others move forward.
 			if size <= 0 || d > maxOff-off || d == 0 && i > 0 {
 				return dst, fmt.Errorf("%w: bad chunk ts", errCorrupt)
 			}
 			off += d
-			b = b[size:]
-			var v kv.Value
-			var err error
-			v, b, err = decodeChunkValue(b)
-			if err != nil {
-				return dst, err
-			}
+			pos += size
 			ts := window + int64(off)
 			if len(dst) > base && ts <= dst[len(dst)-1].ts {
 				sorted = false
 			}
-			dst = append(dst, point{ts, v})
+			dst = append(dst, ref{ts, pos})
+			size, err := chunkValueSize(b[pos:])
+			if err != nil {
+				return dst, err
+			}
+			pos += size
 		}
 	}
 	if !sorted {
@@ -130,64 +139,96 @@ func decodeWindow(dst []point, window int64, b []byte) ([]point, error) {
 	return dst, nil
 }
 
-// dedupe sorts pts by ts, stably, keeps the last point of each ts and returns how
-// many points remain at the front of pts.
-func dedupe(pts []point) int {
-	slices.SortStableFunc(pts, func(a, b point) int {
-		switch {
-		case a.ts < b.ts:
-			return -1
-		case a.ts > b.ts:
-			return 1
-		}
-		return 0
-	})
+// valueAt decodes the value of r, a ref scanWindow returned for b.
+func valueAt(b []byte, r ref) kv.Value {
+	v, _ := decodeChunkValue(b[r.off:])
+	return v
+}
+
+// decodeWindow appends to dst the points of a window's value in ascending ts
+// order, one per ts, the one written last winning. Strings in the result do not
+// alias b.
+func decodeWindow(dst []point, window int64, b []byte) ([]point, error) {
+	refs, err := scanWindow(nil, window, b)
+	if err != nil {
+		return dst, err
+	}
+	for _, r := range refs {
+		dst = append(dst, point{r.ts, valueAt(b, r)})
+	}
+	return dst, nil
+}
+
+// dedupe sorts refs by ts, stably, keeps the last of each ts and returns how many
+// remain at the front of refs.
+func dedupe(refs []ref) int {
+	slices.SortStableFunc(refs, func(a, b ref) int { return cmpTs(a.ts, b.ts) })
 	n := 0
-	for i := range pts {
-		if i+1 < len(pts) && pts[i+1].ts == pts[i].ts {
+	for i := range refs {
+		if i+1 < len(refs) && refs[i+1].ts == refs[i].ts {
 			continue
 		}
-		pts[n] = pts[i]
+		refs[n] = refs[i]
 		n++
 	}
-	clear(pts[n:]) // drop the strings of the points dropped
 	return n
 }
 
-func decodeChunkValue(b []byte) (kv.Value, []byte, error) {
+// chunkValueSize returns how many bytes the value at the start of b takes, having
+// checked it as decodeChunkValue would.
+func chunkValueSize(b []byte) (int, error) {
 	if len(b) == 0 {
-		return kv.Value{}, b, fmt.Errorf("%w: missing value", errCorrupt)
+		return 0, fmt.Errorf("%w: missing value", errCorrupt)
 	}
 	t, p := kv.Type(b[0]), b[1:]
 	switch t {
 	case kv.Bool:
 		if len(p) < 1 || p[0] > 1 {
-			return kv.Value{}, b, fmt.Errorf("%w: bad bool", errCorrupt)
+			return 0, fmt.Errorf("%w: bad bool", errCorrupt)
 		}
-		return kv.BoolValue(p[0] == 1), p[1:], nil
+		return 2, nil
 	case kv.Long:
-		n, size := binary.Varint(p)
-		if size <= 0 {
-			return kv.Value{}, b, fmt.Errorf("%w: bad long varint", errCorrupt)
+		if _, size := binary.Varint(p); size > 0 {
+			return 1 + size, nil
 		}
-		return kv.LongValue(n), p[size:], nil
+		return 0, fmt.Errorf("%w: bad long varint", errCorrupt)
 	case kv.Double:
 		if len(p) < 8 {
-			return kv.Value{}, b, fmt.Errorf("%w: short double", errCorrupt)
+			return 0, fmt.Errorf("%w: short double", errCorrupt)
 		}
-		return kv.DoubleValue(math.Float64frombits(binary.BigEndian.Uint64(p))), p[8:], nil
+		return 9, nil
 	case kv.String, kv.JSON:
 		n, size := binary.Uvarint(p)
 		if size <= 0 || n > uint64(len(p)-size) {
-			return kv.Value{}, b, fmt.Errorf("%w: bad string length", errCorrupt)
+			return 0, fmt.Errorf("%w: bad string length", errCorrupt)
 		}
-		s := string(p[size : size+int(n)])
-		if t == kv.String {
-			return kv.StringValue(s), p[size+int(n):], nil
-		}
-		return kv.JSONValue(s), p[size+int(n):], nil
+		return 1 + size + int(n), nil
 	}
-	return kv.Value{}, b, fmt.Errorf("%w: unknown type %d", errCorrupt, t)
+	return 0, fmt.Errorf("%w: unknown type %d", errCorrupt, t)
+}
+
+// decodeChunkValue decodes the value at the start of b.
+func decodeChunkValue(b []byte) (kv.Value, error) {
+	size, err := chunkValueSize(b)
+	if err != nil {
+		return kv.Value{}, err
+	}
+	p := b[1:size]
+	switch t := kv.Type(b[0]); t {
+	case kv.Bool:
+		return kv.BoolValue(p[0] == 1), nil
+	case kv.Long:
+		n, _ := binary.Varint(p)
+		return kv.LongValue(n), nil
+	case kv.Double:
+		return kv.DoubleValue(math.Float64frombits(binary.BigEndian.Uint64(p))), nil
+	default:
+		_, k := binary.Uvarint(p)
+		if t == kv.String {
+			return kv.StringValue(string(p[k:])), nil
+		}
+		return kv.JSONValue(string(p[k:])), nil
+	}
 }
 
 // concatMerger is Pebble's DefaultMerger, the operands of a key concatenated

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// pointsPool holds the decode buffers of scanSeries: one window's points.
-var pointsPool = sync.Pool{New: func() any { return new([]point) }}
+// refsPool holds the buffers of scanSeries: one window's points.
+var refsPool = sync.Pool{New: func() any { return new([]ref) }}
 
 // scanSeries calls f for every point of one series with start <= ts < end, in
 // ascending ts order (descending when desc), until f returns false. f may keep
@@ -29,12 +29,11 @@ func scanSeries(ctx context.Context, r pebble.Reader, entity uuid.UUID, key stri
 	if err != nil {
 		return err
 	}
-	buf := pointsPool.Get().(*[]point)
-	pts := *buf
+	buf := refsPool.Get().(*[]ref)
+	refs := *buf
 	defer func() {
-		clear(pts)
-		*buf = pts[:0]
-		pointsPool.Put(buf)
+		*buf = refs[:0]
+		refsPool.Put(buf)
 	}()
 	seen := 0
 	valid := it.First()
@@ -47,24 +46,23 @@ func scanSeries(ctx context.Context, r pebble.Reader, entity uuid.UUID, key stri
 			it.Close()
 			return err
 		}
-		clear(pts)
-		if pts, err = decodeWindow(pts[:0], decodeTs(it.Key()[len(prefix):]), raw); err != nil {
+		if refs, err = scanWindow(refs[:0], decodeTs(it.Key()[len(prefix):]), raw); err != nil {
 			it.Close()
 			return err
 		}
 		// Only the first and last windows can hold points outside the range.
-		lo, _ := slices.BinarySearchFunc(pts, start, func(p point, ts int64) int { return cmpTs(p.ts, ts) })
-		hi, _ := slices.BinarySearchFunc(pts, end, func(p point, ts int64) int { return cmpTs(p.ts, ts) })
+		lo, _ := slices.BinarySearchFunc(refs, start, func(r ref, ts int64) int { return cmpTs(r.ts, ts) })
+		hi, _ := slices.BinarySearchFunc(refs, end, func(r ref, ts int64) int { return cmpTs(r.ts, ts) })
 		for i := range hi - lo {
 			j := lo + i
 			if desc {
 				j = hi - 1 - i
 			}
-			if !f(pts[j]) {
+			if !f(point{refs[j].ts, valueAt(raw, refs[j])}) {
 				return it.Close()
 			}
 		}
-		if seen += len(pts); seen >= ctxCheckEvery {
+		if seen += len(refs); seen >= ctxCheckEvery {
 			seen = 0
 			if err := ctx.Err(); err != nil {
 				it.Close()
