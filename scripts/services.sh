@@ -22,6 +22,7 @@ CH_SHARD2_PORT=9001
 CH_SHARD2_DIR=/var/lib/clickhouse-sluice-shard2
 CH_SHARD2_CONFIG=/etc/clickhouse-sluice-shard2/config.xml
 CH_CLUSTER_CONFIG=/etc/clickhouse-server/config.d/sluice-test-cluster.xml
+CH_THREADS_CONFIG=/etc/clickhouse-server/users.d/sluice-threads.xml
 WAIT_SECONDS=${SERVICES_WAIT_SECONDS:-60}
 
 log() { echo "services: $*" >&2; }
@@ -88,6 +89,20 @@ cluster_config() {
 		remote_servers
 		echo '</yandex>'
 	} | write_file "$CH_CLUSTER_CONFIG"
+}
+
+# threads_config lets a query use every CPU. 18.16 defaults max_threads to the
+# number of physical cores, which on a VM whose vCPUs are SMT siblings is half of
+# them (1 on a 2-vCPU machine), and a report then runs on one core
+# (configs/clickhouse/users.d has the same setting for production; both servers
+# read users.xml, and a running server rereads users.d within seconds).
+threads_config() {
+	cat <<EOF | write_file "$CH_THREADS_CONFIG"
+<?xml version="1.0"?>
+<yandex>
+    <profiles><default><max_threads>$(nproc)</max_threads></default></profiles>
+</yandex>
+EOF
 }
 
 # shard2_config is the whole configuration of the second server: native protocol
@@ -163,6 +178,7 @@ wait_for() {
 
 install_missing
 cluster_config
+threads_config
 shard2_config
 start_clickhouse
 start_clickhouse_shard2

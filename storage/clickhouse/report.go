@@ -91,7 +91,7 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	branch := func(final, devices, cond string) string {
 		args = append(args, q.StartTs, q.EndTs)
 		return with + `SELECT ` + cols + `,
-					materialize(` + bucketSQL(q.Bucket, wallSQL(q.Zone)) + `) AS bucket
+					materialize(` + bucketSQL(q.Bucket, wallSQL(q.Zone), minWall(q)) + `) AS bucket
 				FROM ` + s.table("telemetry") + final + `
 				WHERE ` + devices + ` AND key IN (` + keyList + `) AND ts >= ? AND ts < ?` + alive + cond
 	}
@@ -131,19 +131,23 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 		points = branch("", inDevices, " AND "+in) + unionAll + final(" AND NOT "+in)
 	}
 	p := partials(q.Aggs)
-	query := `SELECT grp, key, bucket, sum(cnt), sum(ncnt), sum(s), minIf(mn, ncnt > 0), maxIf(mx, ncnt > 0), ` + p.outer + `
+	// The groups are keyed by the key's place in the report's list (ki), not the
+	// key itself: hashing a number instead of a string is a quarter of the time
+	// of a report over 10 million points.
+	query := `SELECT grp, ki, bucket, sum(cnt), sum(ncnt), sum(s), minIf(mn, ncnt > 0), maxIf(mx, ncnt > 0), ` + p.outer + `
 		FROM (
-			SELECT entity_id, key, bucket, count() AS cnt, countIf(isnum) AS ncnt, sumIf(num, isnum) AS s,
+			SELECT entity_id, ki, bucket, count() AS cnt, countIf(isnum) AS ncnt, sumIf(num, isnum) AS s,
 				minIf(num, isnum) AS mn, maxIf(num, isnum) AS mx` + p.inner + `
 			FROM (
 				-- Computed past the UNION: 18.16 refuses a column constant in one branch only.
-				SELECT ` + cols + `, bucket, type IN (2, 3) AS isnum, if(type = 2, toFloat64(long_v), dbl_v) AS num FROM (
+				SELECT ` + cols + `, bucket, indexOf([` + keyList + `], key) AS ki,
+					type IN (2, 3) AS isnum, if(type = 2, toFloat64(long_v), dbl_v) AS num FROM (
 				` + points + `
 				)
 			)
-			GROUP BY entity_id, key, bucket
+			GROUP BY entity_id, ki, bucket
 		) ANY INNER JOIN report_devices USING entity_id
-		GROUP BY grp, key, bucket`
+		GROUP BY grp, ki, bucket`
 	if tbl, err = devices(); err != nil {
 		return nil, err
 	}
@@ -155,17 +159,22 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	var out []storage.ReportRow
 	for rows.Next() {
 		var (
-			r                 storage.ReportRow
-			count, ncnt, uniq uint64
-			typ, b            uint8
-			l                 int64
-			d                 float64
-			str, jsonV        string
+			r               storage.ReportRow
+			ki, count, ncnt uint64
+			uniq            uint64
+			typ, b          uint8
+			l               int64
+			d               float64
+			str, jsonV      string
 		)
-		if err := rows.Scan(&r.Group, &r.Key, &r.Bucket, &count, &ncnt, &r.Sum, &r.Min, &r.Max,
+		if err := rows.Scan(&r.Group, &ki, &r.Bucket, &count, &ncnt, &r.Sum, &r.Min, &r.Max,
 			&uniq, &typ, &b, &l, &d, &str, &jsonV, &r.LatestTs, &r.Delta); err != nil {
 			return nil, fail("build a report", err)
 		}
+		if ki < 1 || ki > uint64(len(q.Keys)) {
+			return nil, fmt.Errorf("clickhouse: report row of key number %d of %d", ki, len(q.Keys))
+		}
+		r.Key = q.Keys[ki-1]
 		r.Count, r.NumCount, r.Uniq = int64(count), int64(ncnt), int64(uniq)
 		if q.Aggs&storage.ReportLatest != 0 {
 			r.Latest = value(typ, b, l, d, str, jsonV)
@@ -289,13 +298,29 @@ func wallSQL(zone []storage.ZoneShift) string {
 	return b.String()
 }
 
-// floorSQL is x rounded down to a multiple of step (intDiv truncates toward 0).
-func floorSQL(x string, step int64) string {
+// floorSQL is x rounded down to a multiple of step. intDiv truncates toward 0, so
+// an x that may be negative needs a correction; it costs about a tenth of a
+// report's time, so it is left out when x is known to be non-negative.
+func floorSQL(x string, step int64, nonNeg bool) string {
+	if nonNeg {
+		return fmt.Sprintf("(intDiv(%[1]s, %[2]s) * %[2]s)", x, i64(step))
+	}
 	return fmt.Sprintf("((intDiv(%[1]s, %[2]s) - (modulo(%[1]s, %[2]s) < 0)) * %[2]s)", x, i64(step))
 }
 
-// bucketSQL is storage.Bucket.Key of the wall time w.
-func bucketSQL(b storage.Bucket, w string) string {
+// minWall is the earliest wall time a report's points can have: its start plus
+// the smallest offset of its zone.
+func minWall(q storage.ReportQuery) int64 {
+	off := int64(0) // before the first shift (storage.WallMs)
+	for _, z := range q.Zone {
+		off = min(off, z.OffsetMs)
+	}
+	return q.StartTs + off
+}
+
+// bucketSQL is storage.Bucket.Key of the wall time w, whose smallest value is
+// least.
+func bucketSQL(b storage.Bucket, w string, least int64) string {
 	const (
 		minute = int64(60_000)
 		hour   = 60 * minute
@@ -304,9 +329,10 @@ func bucketSQL(b storage.Bucket, w string) string {
 		monday = 4 * day
 	)
 	n := max(b.Amount, 1)
+	pos := least >= 0
 	date := "toDateTime(intDiv(" + w + ", 1000), 'UTC')"
 	months := "(toInt64(toYear(" + date + ")) * 12 + toMonth(" + date + ") - 1)"
-	dayNum := "intDiv(" + floorSQL(w, day) + ", " + i64(day) + ")"
+	dayNum := "intDiv(" + floorSQL(w, day, pos) + ", " + i64(day) + ")"
 	isoWeekday := func(dayNum string) string { return "(modulo(modulo(" + dayNum + ", 7) + 7 + 3, 7) + 1)" }
 	switch b.Unit {
 	case storage.BucketMinute, storage.BucketHour:
@@ -314,21 +340,21 @@ func bucketSQL(b storage.Bucket, w string) string {
 		if b.Unit == storage.BucketHour {
 			unit = hour
 		}
-		return "(" + floorSQL(w, day) + " + " + floorSQL(w+" - "+floorSQL(w, day), n*unit) + ")"
+		return "(" + floorSQL(w, day, pos) + " + " + floorSQL(w+" - "+floorSQL(w, day, pos), n*unit, true) + ")"
 	case storage.BucketDay:
-		return floorSQL(w, n*day)
+		return floorSQL(w, n*day, pos)
 	case storage.BucketWeek:
-		return "(" + floorSQL(w+" - "+i64(monday), n*week) + " + " + i64(monday) + ")"
+		return "(" + floorSQL(w+" - "+i64(monday), n*week, least >= monday) + " + " + i64(monday) + ")"
 	case storage.BucketMonth:
-		return floorSQL(months, n)
+		return floorSQL(months, n, pos)
 	case storage.BucketQuarter:
-		return floorSQL(months, 3*n)
+		return floorSQL(months, 3*n, pos)
 	case storage.BucketYear:
-		return floorSQL(months, 12*n)
+		return floorSQL(months, 12*n, pos)
 	case storage.BucketMinuteOfHour:
-		return "toInt64(intDiv(" + w + " - " + floorSQL(w, hour) + ", " + i64(minute) + "))"
+		return "toInt64(intDiv(" + w + " - " + floorSQL(w, hour, pos) + ", " + i64(minute) + "))"
 	case storage.BucketHourOfDay:
-		return "toInt64(intDiv(" + w + " - " + floorSQL(w, day) + ", " + i64(hour) + "))"
+		return "toInt64(intDiv(" + w + " - " + floorSQL(w, day, pos) + ", " + i64(hour) + "))"
 	case storage.BucketDayOfWeek:
 		return "toInt64(" + isoWeekday(dayNum) + ")"
 	case storage.BucketDayOfMonth:
