@@ -13,6 +13,7 @@ import (
 	chgo "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/ingest"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/clickhouse"
@@ -43,7 +44,7 @@ func BenchmarkReport(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		benchReport(b, db, devices, perDevice, nil)
+		benchReport(b, db, devices, perDevice, func() {}, nil)
 	})
 	b.Run("clickhouse", func(b *testing.B) {
 		chAddr, redisAddr := os.Getenv("CLICKHOUSE_ADDR"), os.Getenv("REDIS_ADDR")
@@ -62,7 +63,16 @@ func BenchmarkReport(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		store := split.New(ch, rs)
+		// History goes in as in production: latest values to Redis, which tells
+		// which rows may repeat points, and the rows through the spool to
+		// ClickHouse (the days of repeating rows marked, the rest read without
+		// FINAL).
+		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: b.TempDir()}, ch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		store := split.New(&ingest.Spooled{Spool: spool, History: ch, LatestStore: rs}, rs)
+		store.Reports = ch
 		defer func() {
 			if os.Getenv("SLUICE_BENCH_REPORT_KEEP") != "" { // for EXPLAIN-style experiments
 				b.Logf("kept ClickHouse database sluice_bench_%s", name)
@@ -72,7 +82,12 @@ func BenchmarkReport(b *testing.B) {
 			rs.Drop(ctx)
 			store.Close()
 		}()
-		benchReport(b, store, devices, perDevice, func() {
+		delivered := func() {
+			if err := spool.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchReport(b, store, devices, perDevice, delivered, func() {
 			// The state of history once ClickHouse has merged it: one part per
 			// partition, read without FINAL.
 			conn, err := chgo.Open(&chgo.Options{Addr: []string{chAddr}})
@@ -87,9 +102,10 @@ func BenchmarkReport(b *testing.B) {
 	})
 }
 
-// benchReport loads the devices and points, then times the report as loaded
+// benchReport loads the devices and points, waits for delivered() to return
+// (the spool drained into ClickHouse), then times the report as loaded
 // ("fresh") and, with merge, after merge() ("merged").
-func benchReport(b *testing.B, store storage.Backend, devices, perDevice int, merge func()) {
+func benchReport(b *testing.B, store storage.Backend, devices, perDevice int, delivered, merge func()) {
 	ctx := context.Background()
 	eng := engine.New(store, engine.Config{BcryptCost: 4})
 	if _, err := eng.Bootstrap(ctx, true, ""); err != nil {
@@ -133,6 +149,7 @@ func benchReport(b *testing.B, store storage.Backend, devices, perDevice int, me
 	if len(batch) > 0 {
 		flush()
 	}
+	delivered()
 	end := start + int64(perDevice)*step
 	v, err := eng.SaveView(ctx, p, &engine.View{
 		Name: "bench", Source: engine.ViewSource{DeviceProfile: "meter"}, TimeZone: "Europe/Kyiv",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,12 +23,15 @@ import (
 // delivered to the history store (which is down or too slow).
 var ErrSpoolFull = errors.New("telemetry spool is full: the history store is not keeping up or is unreachable; retry later or raise SLUICE_SPOOL_MAX_BYTES")
 
-// Sink receives spooled rows: the history store (ClickHouse). Write must be
-// idempotent for identical rows, because a crash between a delivery and the spool
-// forgetting it replays the delivery, and must not keep rows (the slice) after it
-// returns: the spool reuses it for the next delivery.
+// Sink receives spooled rows: the history store (ClickHouse). WriteHistory must
+// be idempotent for identical rows, because a crash between a delivery and the
+// spool forgetting it replays the delivery, and must not keep rows or mayRepeat
+// after it returns: the spool reuses them for the next delivery. mayRepeat[i]
+// tells whether rows[i] may repeat a point the sink already has (the same entity,
+// key and ts): the writer said so (Spool.Write's repeats), or the delivery is a
+// retry or a replay; nil means every row may.
 type Sink interface {
-	Write(ctx context.Context, rows []storage.Row) error
+	WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) error
 }
 
 // SpoolConfig sizes the spool. Zero fields take the defaults.
@@ -67,6 +71,7 @@ type Spool struct {
 	log  *slog.Logger
 
 	seq       atomic.Uint64 // sequence number of the next record, over all shards
+	replayed  uint64        // records below this sequence number were left by an earlier process
 	bytes     atomic.Int64  // undelivered bytes, over all shards (MaxBytes applies to it)
 	lanes     []*lane
 	quit      chan struct{}
@@ -88,8 +93,13 @@ type lane struct {
 	// copied per row) was most of a node's allocation under load, and its GC
 	// cycles the ClickHouse cells' tail latency (bench/RESULTS.md).
 	scratch []storage.Row
+	repeat  []bool
+	ids     []uuid.UUID
 	keys    [][9]byte
 	names   nameTable
+	// failed is set when a delivery fails: the next one may repeat rows the
+	// sink took before the failure, so all of its rows may repeat.
+	failed bool
 }
 
 // OpenSpool opens (or creates) the spool in cfg.Dir and starts its drainer.
@@ -150,7 +160,7 @@ func (s *Spool) recover() error {
 		if len(k) != 9 {
 			return fmt.Errorf("telemetry spool: unexpected key %x", k)
 		}
-		if rows, err = decodeRecord(rows[:0], v, nil); err != nil {
+		if rows, _, _, err = decodeRecord(rows[:0], nil, v, nil); err != nil {
 			return fmt.Errorf("telemetry spool record %x: %w", k, err)
 		}
 		if int(k[0]) >= len(s.lanes) {
@@ -161,6 +171,7 @@ func (s *Spool) recover() error {
 		maxSeq = max(maxSeq, binary.BigEndian.Uint64(k[1:])+1)
 	}
 	s.seq.Store(maxSeq)
+	s.replayed = maxSeq
 	return it.Error()
 }
 
@@ -171,9 +182,11 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 }
 
 // Write appends rows durably: one record per shard that the rows' devices map to,
-// all in one synced batch. It returns ErrSpoolFull when the undelivered data has
-// reached MaxBytes, and storage.ErrUnavailable after Close.
-func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
+// all in one synced batch. repeats lists the devices whose rows may repeat points
+// written before (ingest.LatestStore.UpdateLatest tells); the rows of every other
+// device are delivered as new points. It returns ErrSpoolFull when the
+// undelivered data has reached MaxBytes, and storage.ErrUnavailable after Close.
+func (s *Spool) Write(_ context.Context, rows []storage.Row, repeats []uuid.UUID) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -182,8 +195,14 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	}
 	parts := s.split(rows)
 	total := 0
-	for _, p := range parts {
-		total += recordSize(p) + 9
+	// Each record lists the repeating devices of its own shard.
+	shardRepeats := make([][]uuid.UUID, len(parts))
+	for _, id := range repeats {
+		k := s.shardOf(id)
+		shardRepeats[k] = append(shardRepeats[k], id)
+	}
+	for shard, p := range parts {
+		total += recordSize(p, shardRepeats[shard]) + 9
 	}
 	b := s.db.NewBatchWithSize(total + 64)
 	defer b.Close()
@@ -193,11 +212,11 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 			continue
 		}
 		// Encode straight into the batch's buffer: no intermediate copy.
-		n := recordSize(p)
+		n := recordSize(p, shardRepeats[shard])
 		op := b.SetDeferred(9, n)
 		op.Key[0] = byte(shard)
 		binary.BigEndian.PutUint64(op.Key[1:], s.seq.Add(1)-1)
-		op.Value = appendRecord(op.Value[:0], p)
+		op.Value = appendRecord(op.Value[:0], p, shardRepeats[shard])
 		if len(op.Value) != n {
 			return fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
 		}
@@ -309,7 +328,7 @@ func (s *Spool) deliverOnce(l *lane) error {
 	if err != nil {
 		return err
 	}
-	rows, keys := l.scratch[:0], l.keys[:0]
+	rows, repeat, keys := l.scratch[:0], l.repeat[:0], l.keys[:0]
 	if need := int(min(l.rows.Load(), int64(s.cfg.BatchRows))); cap(rows) < need {
 		// One allocation of the size this delivery will reach, not a cascade of
 		// appends growing to it.
@@ -317,17 +336,28 @@ func (s *Spool) deliverOnce(l *lane) error {
 	}
 	defer func() {
 		clear(rows) // value strings are the delivery's own; key names stay in l.names
-		l.scratch, l.keys = rows[:0], keys[:0]
+		l.scratch, l.repeat, l.keys = rows[:0], repeat[:0], keys[:0]
 	}()
 	var bytes int64
 	for it.First(); it.Valid() && len(rows) < s.cfg.BatchRows; it.Next() {
-		if rows, err = decodeRecord(rows, it.Value(), &l.names); err != nil {
+		from := len(rows)
+		var ids []uuid.UUID
+		var legacy bool
+		if rows, ids, legacy, err = decodeRecord(rows, l.ids[:0], it.Value(), &l.names); err != nil {
 			it.Close()
 			return err
 		}
+		l.ids = ids
 		if len(it.Key()) != 9 {
 			it.Close()
 			return fmt.Errorf("telemetry spool: unexpected key %x", it.Key())
+		}
+		// A row may repeat one the sink has when its writer said so, when a
+		// previous process may have delivered its record before it crashed, or
+		// when a failed delivery may have delivered part of this one.
+		all := l.failed || legacy || binary.BigEndian.Uint64(it.Key()[1:]) < s.replayed
+		for i := from; i < len(rows); i++ {
+			repeat = append(repeat, all || slices.Contains(ids, rows[i].EntityID))
 		}
 		keys = append(keys, [9]byte(it.Key()))
 		bytes += int64(len(it.Value()))
@@ -338,8 +368,9 @@ func (s *Spool) deliverOnce(l *lane) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if err := s.sink.Write(context.Background(), rows); err != nil {
+	if err := s.sink.WriteHistory(context.Background(), rows, repeat); err != nil {
 		spoolDeliverError.Inc()
+		l.failed = true
 		return err
 	}
 	spoolDelivered.Add(len(rows))
@@ -351,8 +382,10 @@ func (s *Spool) deliverOnce(l *lane) error {
 		b.Delete(keys[i][:], nil)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
+		l.failed = true // the records stay and go again
 		return err
 	}
+	l.failed = false
 	s.bytes.Add(-bytes)
 	l.rows.Add(-int64(len(rows)))
 	s.delivered.Add(int64(len(rows)))
@@ -399,8 +432,8 @@ func (s *Spool) Close(ctx context.Context) error {
 }
 
 // recordSize is the exact length appendRecord will produce.
-func recordSize(rows []storage.Row) int {
-	n := 1 + uvarintLen(uint64(len(rows)))
+func recordSize(rows []storage.Row, repeats []uuid.UUID) int {
+	n := 1 + uvarintLen(uint64(len(repeats))) + 16*len(repeats) + uvarintLen(uint64(len(rows)))
 	for i := range rows {
 		r := &rows[i]
 		n += 32 + varintLen(r.Ts) + uvarintLen(uint64(len(r.Key))) + len(r.Key) + 1

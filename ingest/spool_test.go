@@ -16,10 +16,12 @@ import (
 	"github.com/sluice-iot/sluice/storage"
 )
 
-// memSink records deliveries; while down it fails every Write.
+// memSink records deliveries and their repeat flags; while down it fails every
+// write.
 type memSink struct {
 	mu     sync.Mutex
 	rows   []storage.Row
+	repeat []bool
 	down   bool
 	writes int
 	got    chan struct{}
@@ -27,14 +29,18 @@ type memSink struct {
 
 func newMemSink() *memSink { return &memSink{got: make(chan struct{}, 1000)} }
 
-func (m *memSink) Write(_ context.Context, rows []storage.Row) error {
+func (m *memSink) WriteHistory(_ context.Context, rows []storage.Row, mayRepeat []bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
 	if m.down {
 		return errors.New("sink down")
 	}
+	if len(mayRepeat) != len(rows) {
+		panic("a delivery without a flag per row")
+	}
 	m.rows = append(m.rows, rows...)
+	m.repeat = append(m.repeat, mayRepeat...)
 	select {
 	case m.got <- struct{}{}:
 	default:
@@ -89,31 +95,39 @@ func TestSpoolRecordRoundTrip(t *testing.T) {
 		{EntityID: id, Entry: kv.Entry{Ts: 7, Key: "héllo", Value: kv.StringValue("wörld\x00")}},
 		{EntityID: id, Entry: kv.Entry{Ts: 8, Key: "j", Value: kv.JSONValue(`{"a":[1]}`)}},
 	}
-	rec := appendRecord(nil, rows)
-	if len(rec) != recordSize(rows) {
-		t.Fatalf("recordSize %d, encoded %d", recordSize(rows), len(rec))
+	repeats := []uuid.UUID{id, uuid.New()}
+	rec := appendRecord(nil, rows, repeats)
+	if len(rec) != recordSize(rows, repeats) {
+		t.Fatalf("recordSize %d, encoded %d", recordSize(rows, repeats), len(rec))
 	}
-	got, err := decodeRecord(nil, rec, nil)
+	got, ids, legacy, err := decodeRecord(nil, nil, rec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(got) != fmt.Sprint(rows) {
-		t.Fatalf("round trip:\n%v\n%v", got, rows)
+	if fmt.Sprint(got) != fmt.Sprint(rows) || fmt.Sprint(ids) != fmt.Sprint(repeats) || legacy {
+		t.Fatalf("round trip:\n%v %v %v\n%v %v", got, ids, legacy, rows, repeats)
 	}
 	for cut := range len(rec) {
-		if _, err := decodeRecord(nil, rec[:cut], nil); err == nil {
+		if _, _, _, err := decodeRecord(nil, nil, rec[:cut], nil); err == nil {
 			t.Fatalf("truncated record of %d bytes decoded", cut)
 		}
 	}
 	// With a name table, the same rows; a name seen before is the same string.
 	var names nameTable
-	got, err = decodeRecord(nil, rec, &names)
+	got, _, _, err = decodeRecord(nil, nil, rec, &names)
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(rows) {
 		t.Fatalf("with names: %v, %v", got, err)
 	}
-	again, _ := decodeRecord(nil, rec, &names)
+	again, _, _, _ := decodeRecord(nil, nil, rec, &names)
 	if unsafe.StringData(again[0].Key) != unsafe.StringData(got[0].Key) {
 		t.Fatal("a key name seen before was copied again")
+	}
+	// A version 1 record (no repeats list) decodes as legacy: all rows may repeat.
+	v2 := appendRecord(nil, rows, nil)
+	v1 := append([]byte{recordVersionLegacy}, v2[2:]...)
+	got, ids, legacy, err = decodeRecord(nil, nil, v1, nil)
+	if err != nil || !legacy || ids != nil || fmt.Sprint(got) != fmt.Sprint(rows) {
+		t.Fatalf("version 1: %v %v %v %v", got, ids, legacy, err)
 	}
 }
 
@@ -139,12 +153,13 @@ func FuzzSpoolRecord(f *testing.F) {
 	f.Add(appendRecord(nil, []storage.Row{
 		{EntityID: id, Entry: kv.Entry{Ts: 1, Key: "t", Value: kv.DoubleValue(21.5)}},
 		{EntityID: id, Entry: kv.Entry{Ts: 2, Key: "t", Value: kv.StringValue("x")}},
-	}))
-	f.Add([]byte{recordVersion, 0})
+	}, []uuid.UUID{id}))
+	f.Add([]byte{recordVersion, 0, 0})
+	f.Add([]byte{recordVersionLegacy, 0})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var names nameTable
-		plain, err := decodeRecord(nil, rec, nil)
-		interned, ierr := decodeRecord(nil, rec, &names)
+		plain, ids, legacy, err := decodeRecord(nil, nil, rec, nil)
+		interned, _, _, ierr := decodeRecord(nil, nil, rec, &names)
 		if (err == nil) != (ierr == nil) {
 			t.Fatalf("errors differ: %v and %v", err, ierr)
 		}
@@ -154,9 +169,12 @@ func FuzzSpoolRecord(f *testing.F) {
 		if fmt.Sprint(plain) != fmt.Sprint(interned) {
 			t.Fatalf("rows differ:\n%v\n%v", plain, interned)
 		}
-		back, err := decodeRecord(nil, appendRecord(nil, plain), nil)
-		if err != nil || fmt.Sprint(back) != fmt.Sprint(plain) {
-			t.Fatalf("re-encoded: %v, %v", back, err)
+		if legacy && ids != nil {
+			t.Fatalf("a version 1 record with repeats %v", ids)
+		}
+		back, backIDs, _, err := decodeRecord(nil, nil, appendRecord(nil, plain, ids), nil)
+		if err != nil || fmt.Sprint(back) != fmt.Sprint(plain) || fmt.Sprint(backIDs) != fmt.Sprint(ids) {
+			t.Fatalf("re-encoded: %v %v, %v", back, backIDs, err)
 		}
 	})
 }
@@ -170,7 +188,7 @@ func TestSpoolDeliversInBatches(t *testing.T) {
 	defer s.Close(context.Background())
 	id := uuid.New()
 	for i := range 10 {
-		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
+		if err := s.Write(context.Background(), testRows(id, i*10, 10), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +207,7 @@ func TestSpoolFlushInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	s.Write(context.Background(), testRows(uuid.New(), 0, 3))
+	s.Write(context.Background(), testRows(uuid.New(), 0, 3), nil)
 	sink.waitRows(t, 3) // far below BatchRows: the interval delivers them
 }
 
@@ -206,7 +224,7 @@ func TestSpoolOutageAndRestart(t *testing.T) {
 	id := uuid.New()
 	written := 0
 	for {
-		err := s.Write(context.Background(), testRows(id, written, 10))
+		err := s.Write(context.Background(), testRows(id, written, 10), nil)
 		if errors.Is(err, ErrSpoolFull) {
 			break
 		}
@@ -241,7 +259,7 @@ func TestSpoolOutageAndRestart(t *testing.T) {
 	}
 	// Space is free again once the spool has forgotten what it delivered.
 	waitDrained(t, s)
-	if err := s.Write(context.Background(), testRows(id, written, 10)); err != nil {
+	if err := s.Write(context.Background(), testRows(id, written, 10), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -254,9 +272,9 @@ func BenchmarkSpoolWrite100(b *testing.B) {
 	defer s.Close(context.Background())
 	rows := testRows(uuid.New(), 0, 100)
 	b.ReportAllocs()
-	b.SetBytes(int64(recordSize(rows)))
+	b.SetBytes(int64(recordSize(rows, nil)))
 	for b.Loop() {
-		if err := s.Write(context.Background(), rows); err != nil {
+		if err := s.Write(context.Background(), rows, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -282,7 +300,7 @@ func TestSpoolShardsKeepDeviceOrder(t *testing.T) {
 		for _, d := range devices {
 			rows = append(rows, storage.Row{EntityID: d, Entry: kv.Entry{Ts: 7, Key: "k", Value: kv.LongValue(int64(b))}})
 		}
-		if err := s.Write(context.Background(), rows); err != nil {
+		if err := s.Write(context.Background(), rows, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -298,5 +316,92 @@ func TestSpoolShardsKeepDeviceOrder(t *testing.T) {
 	}
 	if len(last) != len(devices) {
 		t.Fatalf("%d devices delivered", len(last))
+	}
+}
+
+// TestSpoolRepeatFlags: a delivery flags the rows of the devices the writer
+// listed as repeats and no others; after a failed delivery the next one flags all
+// of its rows (the sink may have taken part of the failed one), and so does the
+// delivery of records a previous process left (it may have delivered them just
+// before it stopped).
+func TestSpoolRepeatFlags(t *testing.T) {
+	dir := t.TempDir()
+	sink := newMemSink()
+	cfg := SpoolConfig{Dir: dir, FlushInterval: time.Hour, Shards: 2}
+	s, err := OpenSpool(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := uuid.New(), uuid.New()
+	ctx := context.Background()
+	// flags delivers what is spooled and returns the flags per device, as
+	// "device:flags" with one t/f per row in delivery order.
+	flags := func() string {
+		t.Helper()
+		sink.mu.Lock()
+		sink.rows, sink.repeat = nil, nil
+		sink.mu.Unlock()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		per := map[uuid.UUID]string{}
+		for i, r := range sink.rows {
+			per[r.EntityID] += map[bool]string{true: "t", false: "f"}[sink.repeat[i]]
+		}
+		return "a:" + per[a] + " b:" + per[b]
+	}
+	write := func(repeats ...uuid.UUID) {
+		t.Helper()
+		rows := append(testRows(a, 0, 2), testRows(b, 0, 2)...)
+		if err := s.Write(ctx, rows, repeats); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	if got := flags(); got != "a:ff b:ff" {
+		t.Fatalf("new points: %s", got)
+	}
+	write(b)
+	write()
+	if got := flags(); got != "a:ffff b:ttff" {
+		t.Fatalf("b repeats in the first write: %s, want b's first two rows flagged", got)
+	}
+	if got := flags(); got != "a: b:" {
+		t.Fatalf("nothing left: %s", got)
+	}
+	write()
+	sink.setDown(true)
+	if err := s.Flush(ctx); err == nil {
+		t.Fatal("Flush with the sink down succeeded")
+	}
+	sink.setDown(false)
+	// Flush stopped at the first lane that failed: its rows go again, flagged.
+	want := "a:tt b:tt"
+	if sa, sb := s.shardOf(a), s.shardOf(b); sa < sb {
+		want = "a:tt b:ff"
+	} else if sb < sa {
+		want = "a:ff b:tt"
+	}
+	if got := flags(); got != want {
+		t.Fatalf("after a failed delivery: %s, want %s", got, want)
+	}
+	write()
+	if got := flags(); got != "a:ff b:ff" {
+		t.Fatalf("after a good delivery: %s", got)
+	}
+	// Records left by a previous process, then new ones.
+	write()
+	done, cancel := context.WithCancel(ctx)
+	cancel() // Close leaves the records on disk for the next start
+	s.Close(done)
+	if s, err = OpenSpool(cfg, sink); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	write()
+	if got := flags(); got != "a:ttff b:ttff" {
+		t.Fatalf("replayed, then new: %s, want the replayed rows flagged", got)
 	}
 }

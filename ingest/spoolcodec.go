@@ -14,17 +14,27 @@ import (
 
 // A spool record is one committed batch:
 //
-//	version byte (1) | row count uvarint | rows
+//	version byte (2) | repeats uvarint | entity (16) per repeat | row count uvarint | rows
 //	row: tenant (16) | entity (16) | ts varint | key uvarint-len + bytes | value
 //	value: type byte | bool 1 byte | long varint | double 8 bytes | string/JSON uvarint-len + bytes
 //
-// Every field is self-delimiting, so a record decodes without outside lengths.
-const recordVersion = 1
+// The repeats are the entities whose rows may repeat points written before
+// (Spool.Write). Version 1, written before repeats were known, has no repeats
+// list: all of its rows may repeat. Every field is self-delimiting, so a record
+// decodes without outside lengths.
+const (
+	recordVersion       = 2
+	recordVersionLegacy = 1
+)
 
 var errBadRecord = errors.New("corrupt spool record")
 
-func appendRecord(dst []byte, rows []storage.Row) []byte {
+func appendRecord(dst []byte, rows []storage.Row, repeats []uuid.UUID) []byte {
 	dst = append(dst, recordVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(repeats)))
+	for _, id := range repeats {
+		dst = append(dst, id[:]...)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(rows)))
 	for i := range rows {
 		r := &rows[i]
@@ -53,18 +63,30 @@ func appendRecord(dst []byte, rows []storage.Row) []byte {
 	return dst
 }
 
-// decodeRecord appends the rows of rec to dst. Strings are copied: rec belongs to
-// the spool's iterator and is gone after the next step. Key names are looked up in
-// names first (nil: always copied), so a delivery of 100,000 rows of a few series
-// does not allocate 100,000 copies of the same few names.
-func decodeRecord(dst []storage.Row, rec []byte, names *nameTable) ([]storage.Row, error) {
+// decodeRecord appends the rows of rec to dst and its repeats to ids; legacy is
+// true for a version 1 record, all of whose rows may repeat. Strings are copied:
+// rec belongs to the spool's iterator and is gone after the next step. Key names
+// are looked up in names first (nil: always copied), so a delivery of 100,000
+// rows of a few series does not allocate 100,000 copies of the same few names.
+func decodeRecord(dst []storage.Row, ids []uuid.UUID, rec []byte, names *nameTable) (_ []storage.Row, _ []uuid.UUID, legacy bool, _ error) {
 	d := decoder{b: rec, names: names}
-	if d.byte() != recordVersion {
-		return dst, fmt.Errorf("%w: unknown version", errBadRecord)
+	switch d.byte() {
+	case recordVersionLegacy:
+		legacy = true
+	case recordVersion:
+		k := d.uvarint()
+		if k > uint64(len(d.b))/16 {
+			return dst, ids, false, fmt.Errorf("%w: repeat count %d", errBadRecord, k)
+		}
+		for range k {
+			ids = append(ids, d.uuid())
+		}
+	default:
+		return dst, ids, false, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	n := d.uvarint()
 	if n > uint64(len(rec)) { // every row takes more than one byte
-		return dst, fmt.Errorf("%w: row count %d", errBadRecord, n)
+		return dst, ids, legacy, fmt.Errorf("%w: row count %d", errBadRecord, n)
 	}
 	for range n {
 		var r storage.Row
@@ -83,17 +105,17 @@ func decodeRecord(dst []storage.Row, rec []byte, names *nameTable) ([]storage.Ro
 		case kv.String, kv.JSON:
 			r.Value.Str = d.str()
 		default:
-			return dst, fmt.Errorf("%w: value type %d", errBadRecord, r.Value.Type)
+			return dst, ids, legacy, fmt.Errorf("%w: value type %d", errBadRecord, r.Value.Type)
 		}
 		if d.err != nil {
-			return dst, d.err
+			return dst, ids, legacy, d.err
 		}
 		dst = append(dst, r)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes", errBadRecord, len(d.b))
 	}
-	return dst, d.err
+	return dst, ids, legacy, d.err
 }
 
 // decoder reads fields off b; the first short read sets err and zeroes the rest.

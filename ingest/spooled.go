@@ -16,8 +16,10 @@ import (
 // (Redis in production), so it is visible as soon as a write is acknowledged.
 type LatestStore interface {
 	// UpdateLatest makes each row the latest value unless a newer ts is stored;
-	// on equal ts the later write wins.
-	UpdateLatest(ctx context.Context, rows []storage.Row) error
+	// on equal ts the later write wins. It returns the entities whose rows may
+	// repeat points written before (a ts not newer than the stored one, or one ts
+	// twice in rows); the other rows are new points.
+	UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UUID, error)
 	LatestValues(ctx context.Context, entityID uuid.UUID, keys []string) ([]kv.Entry, error)
 	LatestKeys(ctx context.Context, entityID uuid.UUID) ([]string, error)
 	// DeleteLatest removes keys; nil removes every key of the entity.
@@ -27,6 +29,7 @@ type LatestStore interface {
 // HistoryStore is the slow, large history store behind the spool (ClickHouse).
 type HistoryStore interface {
 	storage.Telemetry
+	Sink
 	Close() error
 }
 
@@ -40,13 +43,19 @@ type Spooled struct {
 	LatestStore LatestStore
 }
 
-// Write spools rows and updates the latest values at the same time: the commit
-// waits for the spool's fsync or the latest store's round trip, whichever is
-// longer, not for both in turn. The caller acknowledges the rows only when both
-// succeed. If either fails the client sees an error and retries, and the part that
-// did succeed is repeated, which both absorb (the same entity, key and ts replace
-// each other). A full spool is checked first, so an overloaded node does not show
-// latest values it answers 503 for.
+// Write updates the latest values, then spools the rows with what the latest
+// store said of them: the spool delivers the rows of entities whose points may
+// repeat earlier ones as such, and the rest as new points, which lets reports
+// read them without de-duplicating (storage/clickhouse telemetry_repeats). The
+// caller acknowledges the rows only when both succeed. If either fails the
+// client sees an error and retries, and the part that did succeed is repeated,
+// which both absorb (the same entity, key and ts replace each other; the latest
+// store then reports the retry's rows as repeats). A full spool is checked
+// first, so an overloaded node does not show latest values it answers 503 for.
+//
+// The two writes run one after the other, not at once: the spool record must
+// carry the latest store's answer. That costs a commit the Redis round trip
+// (bench/RESULTS.md, "Reports without FINAL").
 func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -54,10 +63,11 @@ func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	if t.Spool.Full() {
 		return ErrSpoolFull
 	}
-	latest := make(chan error, 1)
-	go func() { latest <- t.LatestStore.UpdateLatest(ctx, rows) }()
-	err := t.Spool.Write(ctx, rows)
-	return errors.Join(err, <-latest)
+	repeats, err := t.LatestStore.UpdateLatest(ctx, rows)
+	if err != nil {
+		return err
+	}
+	return t.Spool.Write(ctx, rows, repeats)
 }
 
 // Latest reads the latest store.
@@ -106,7 +116,7 @@ func (t *Spooled) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error
 		}
 		if len(rest) == 1 {
 			row := storage.Row{EntityID: q.EntityID, Entry: rest[0]}
-			if err := t.LatestStore.UpdateLatest(ctx, []storage.Row{row}); err != nil {
+			if _, err := t.LatestStore.UpdateLatest(ctx, []storage.Row{row}); err != nil {
 				return err
 			}
 		}

@@ -16,19 +16,20 @@ import (
 // memLatest is a LatestStore in memory that counts the rows it was given and can
 // fail.
 type memLatest struct {
-	mu   sync.Mutex
-	rows int
-	err  error
+	mu      sync.Mutex
+	rows    int
+	err     error
+	repeats []uuid.UUID // what UpdateLatest answers
 }
 
-func (m *memLatest) UpdateLatest(_ context.Context, rows []storage.Row) error {
+func (m *memLatest) UpdateLatest(_ context.Context, rows []storage.Row) ([]uuid.UUID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err != nil {
-		return m.err
+		return nil, m.err
 	}
 	m.rows += len(rows)
-	return nil
+	return m.repeats, nil
 }
 
 func (m *memLatest) count() int { m.mu.Lock(); defer m.mu.Unlock(); return m.rows }

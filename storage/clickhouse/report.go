@@ -9,6 +9,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -30,18 +31,6 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	if q.StartTs >= q.EndTs || len(q.Devices) == 0 || len(q.Keys) == 0 {
 		return nil, nil
 	}
-	devices := func() (*ext.Table, error) {
-		t, err := ext.NewTable("report_devices", ext.Column("entity_id", "UUID"), ext.Column("grp", "UInt32"))
-		if err != nil {
-			return nil, err
-		}
-		for i, d := range q.Devices {
-			if err := t.Append(d, q.Groups[i]); err != nil {
-				return nil, err
-			}
-		}
-		return t, nil
-	}
 	keys := make([]string, len(q.Keys))
 	for i, k := range q.Keys {
 		keys[i] = quote(k)
@@ -49,20 +38,71 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	keyList := strings.Join(keys, ", ")
 	inDevices := `entity_id IN (SELECT entity_id FROM report_devices)`
 
-	// Tombstones are rare: look for ones that concern the report before paying
-	// for the per-row check (read.go's, with the device added; a UUID cannot be
-	// a literal on 18.16, so the scalar subquery carries ids as text).
-	tbl, err := devices()
+	// What may hold two copies of a point, the only rows read with FINAL: the
+	// marked days (telemetry_repeats), and every row of a device with a
+	// tombstone for these keys (a point deleted and written again).
+	var whole, marked map[uuid.UUID]bool
+	var marks []entityDay
+	devices := func() (*ext.Table, error) {
+		t, err := ext.NewTable("report_devices", ext.Column("entity_id", "UUID"), ext.Column("grp", "UInt32"),
+			ext.Column("whole", "UInt8"), ext.Column("marked", "UInt8"))
+		if err != nil {
+			return nil, err
+		}
+		for i, d := range q.Devices {
+			if err := t.Append(d, q.Groups[i], flag(whole[d]), flag(marked[d])); err != nil {
+				return nil, err
+			}
+		}
+		return t, nil
+	}
+	tables := func() (context.Context, error) {
+		d, err := devices()
+		if err != nil {
+			return nil, err
+		}
+		if len(marks) == 0 {
+			return ch.Context(ctx, ch.WithExternalTable(d)), nil
+		}
+		r, err := ext.NewTable("report_repeats", ext.Column("entity_id", "UUID"), ext.Column("day", "Int64"))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range marks {
+			if err := r.Append(m.entity, m.day); err != nil {
+				return nil, err
+			}
+		}
+		return ch.Context(ctx, ch.WithExternalTable(d, r)), nil
+	}
+	qctx, err := tables()
 	if err != nil {
 		return nil, err
 	}
-	var tombs uint64
-	if err := s.conn.QueryRow(ch.Context(ctx, ch.WithExternalTable(tbl)), `SELECT count() FROM `+s.table("telemetry_deletes")+
-		` WHERE `+inDevices+` AND (all_keys = 1 OR key IN (`+keyList+`))`).Scan(&tombs); err != nil {
-		return nil, fail("look up tombstones for a report", err)
+	tombstoned := `SELECT DISTINCT entity_id FROM ` + s.table("telemetry_deletes") +
+		` WHERE ` + inDevices + ` AND (all_keys = 1 OR key IN (` + keyList + `))`
+	if whole, err = s.entities(qctx, tombstoned, "look up tombstones for a report"); err != nil {
+		return nil, err
 	}
+	if qctx, err = tables(); err != nil { // a fresh copy of the table for each query
+		return nil, err
+	}
+	if marks, err = s.repeats(qctx, q.StartTs, q.EndTs, inDevices); err != nil {
+		return nil, err
+	}
+	marked = make(map[uuid.UUID]bool, len(whole)+len(marks))
+	for d := range whole {
+		marked[d] = true
+	}
+	for _, m := range marks {
+		marked[m.entity] = true
+	}
+
+	// Tombstones are rare: the per-row check only runs when the report's devices
+	// have one (read.go's, with the device added; a UUID cannot be a literal on
+	// 18.16, so the scalar subquery carries ids as text).
 	with, alive := "", ""
-	if tombs > 0 {
+	if len(whole) > 0 {
 		with = `WITH (SELECT groupArray((toString(entity_id), all_keys, key, start_ts, end_ts, ver)) FROM ` + s.table("telemetry_deletes") +
 			` WHERE ` + inDevices + ` AND (all_keys = 1 OR key IN (` + keyList + `))) AS tombs `
 		alive = ` AND NOT arrayExists((d, e, k, t, v) -> d.1 = e AND (d.2 = 1 OR (d.3 = k AND t >= d.4 AND t < d.5)) AND v < d.6, tombs,
@@ -70,22 +110,40 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 			arrayResize([ts], length(tombs), ts), arrayResize([ver], length(tombs), ver))`
 	}
 
+	// The rows that may hold copies, as a condition on (entity, ts): copies of a
+	// point share both, so they always fall on the same side of it.
+	var copies []string
+	if len(whole) > 0 {
+		copies = append(copies, `entity_id IN (SELECT entity_id FROM report_devices WHERE whole = 1)`)
+	}
+	if len(marks) > 0 {
+		copies = append(copies, `(entity_id, intDiv(ts, `+strconv.Itoa(msPerDay)+`)) IN (SELECT entity_id, day FROM report_repeats)`)
+	}
+	mayCopy := "(" + strings.Join(copies, " OR ") + ")"
+
+	// A partition that is one merged part holds no copies either.
 	clean, err := s.mergedRanges(ctx, q.StartTs, q.EndTs)
 	if err != nil {
 		return nil, err
 	}
-	// The points: FINAL collapses replayed copies, but on 18.16 it merges in one
-	// thread. A partition that is one merged part holds no copies, so it is read
-	// without FINAL and the others with it (copies of a point share its
-	// partition); the two branches split on ts, so each reads only its own
-	// partitions. They select only the columns the aggregations read: FINAL
+	inClean := "0"
+	if len(clean) > 0 {
+		var rs []string
+		for _, r := range clean {
+			rs = append(rs, fmt.Sprintf("(ts >= %d AND ts < %d)", r[0], r[1]))
+		}
+		inClean = "(" + strings.Join(rs, " OR ") + ")"
+	}
+
+	// The points: the rows that cannot hold copies are read without FINAL, the
+	// others with it. They select only the columns the aggregations read: FINAL
 	// reads every column it returns.
 	cols := "entity_id, key, ts, type, long_v, dbl_v"
 	if q.Aggs&(storage.ReportUniq|storage.ReportLatest) != 0 {
 		cols += ", bool_v, str_v, json_v"
 	}
-	// materialize: on a Distributed table 18.16 refuses a UNION ALL (merged and
-	// unmerged partitions below) whose branches return a constant column, as the
+	// materialize: on a Distributed table 18.16 refuses a UNION ALL (the two
+	// kinds of branches below) whose branches return a constant column, as the
 	// bucket of a report without a date field is.
 	var args []any
 	branch := func(final, devices, cond string) string {
@@ -97,38 +155,30 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	}
 	// A FINAL read is one stream on 18.16: merging the parts, and everything
 	// after it up to the GROUP BY, runs on one core. Copies of a point share its
-	// device, so the devices are split into one branch per thread the server
-	// grants a query, each a contiguous run of them in the table's own order
-	// (ORDER BY … LIMIT on the external table: the primary index then reads
-	// disjoint ranges; UUID order differs between Go and ClickHouse), and
-	// UNION ALL runs the branches in parallel. The 10-million-point report of
-	// bench/RESULTS.md: 1.25-1.6 s as one FINAL stream, 0.7 s as two.
+	// device, so the devices that may hold copies are split into one branch per
+	// thread the server grants a query, each a contiguous run of them in the
+	// table's own order (ORDER BY … LIMIT on the external table: the primary
+	// index then reads disjoint ranges; UUID order differs between Go and
+	// ClickHouse), and UNION ALL runs the branches in parallel.
 	final := func(cond string) string {
-		n := min(s.finalBranches(ctx), len(q.Devices))
-		if n <= 1 {
-			return branch(" FINAL", inDevices, cond)
-		}
+		n := min(s.finalBranches(ctx), len(marked))
 		var bs []string
 		for i := range n {
-			from, to := i*len(q.Devices)/n, (i+1)*len(q.Devices)/n
+			from, to := i*len(marked)/n, (i+1)*len(marked)/n
 			bs = append(bs, branch(" FINAL", fmt.Sprintf(
-				`entity_id IN (SELECT entity_id FROM report_devices ORDER BY entity_id LIMIT %d, %d)`, from, to-from), cond))
+				`entity_id IN (SELECT entity_id FROM report_devices WHERE marked = 1 ORDER BY entity_id LIMIT %d, %d)`, from, to-from), cond))
 		}
 		return strings.Join(bs, unionAll)
 	}
 	var points string
 	switch {
-	case len(clean) == 0:
-		points = final("")
+	case len(marked) == 0:
+		points = branch("", inDevices, "")
 	case len(clean) == 1 && clean[0] == [2]int64{q.StartTs, q.EndTs}:
 		points = branch("", inDevices, "")
 	default:
-		var rs []string
-		for _, r := range clean {
-			rs = append(rs, fmt.Sprintf("(ts >= %d AND ts < %d)", r[0], r[1]))
-		}
-		in := "(" + strings.Join(rs, " OR ") + ")"
-		points = branch("", inDevices, " AND "+in) + unionAll + final(" AND NOT "+in)
+		points = branch("", inDevices, " AND ("+inClean+" OR NOT "+mayCopy+")") +
+			unionAll + final(" AND NOT "+inClean+" AND "+mayCopy)
 	}
 	p := partials(q.Aggs)
 	// The groups are keyed by the key's place in the report's list (ki), not the
@@ -148,10 +198,10 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 			GROUP BY entity_id, ki, bucket
 		) ANY INNER JOIN report_devices USING entity_id
 		GROUP BY grp, ki, bucket`
-	if tbl, err = devices(); err != nil {
+	if qctx, err = tables(); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(tbl)), query, args...)
+	rows, err := s.conn.Query(qctx, query, args...)
 	if err != nil {
 		return nil, fail("build a report", err)
 	}
@@ -185,6 +235,57 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 		return nil, fail("build a report", err)
 	}
 	return out, nil
+}
+
+// entities runs a query that returns entity ids, as a set.
+func (s *Store) entities(ctx context.Context, query, what string) (map[uuid.UUID]bool, error) {
+	rows, err := s.conn.Query(ctx, query)
+	if err != nil {
+		return nil, fail(what, err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]bool{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fail(what, err)
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail(what, err)
+	}
+	return out, nil
+}
+
+// repeats returns the marked days of the report's devices (inDevices) that
+// overlap [start, end).
+func (s *Store) repeats(ctx context.Context, start, end int64, inDevices string) ([]entityDay, error) {
+	rows, err := s.conn.Query(ctx, `SELECT entity_id, day FROM `+s.table("telemetry_repeats")+`
+		WHERE `+inDevices+` AND day >= ? AND day <= ? GROUP BY entity_id, day`, start/msPerDay-1, (end-1)/msPerDay+1)
+	if err != nil {
+		return nil, fail("look up the days that may hold copies", err)
+	}
+	defer rows.Close()
+	var out []entityDay
+	for rows.Next() {
+		var d entityDay
+		if err := rows.Scan(&d.entity, &d.day); err != nil {
+			return nil, fail("look up the days that may hold copies", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail("look up the days that may hold copies", err)
+	}
+	return out, nil
+}
+
+func flag(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // unionAll joins the branches of a report's point source.

@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -122,5 +123,75 @@ func TestReportFinalBranches(t *testing.T) {
 				t.Errorf("%d branches: group %d counts %d summing %v, want %d summing %v", branches, r.Group, r.Count, r.Sum, n, wantSum[r.Group])
 			}
 		}
+	}
+}
+
+// TestReportRepeatMarks: rows written with WriteHistory as new points are read
+// without FINAL, so a copy of one that was (wrongly) not marked shows twice —
+// which is how this test sees the fast path taken; a copy whose day is marked is
+// counted once, and only its day is read with FINAL; Write marks every day it
+// writes. Run on a single server and on the two-shard cluster.
+func TestReportRepeatMarks(t *testing.T)        { testReportRepeatMarks(t, OpenTest(t)) }
+func TestClusterReportRepeatMarks(t *testing.T) { testReportRepeatMarks(t, openClusterTest(t)) }
+
+func testReportRepeatMarks(t *testing.T, s *Store) {
+	ctx := t.Context()
+	a, b := uuid.New(), uuid.New()
+	day := int64(86400_000)
+	march := int64(1709251200000) // 2024-03-01 UTC
+	row := func(e uuid.UUID, ts, v int64) storage.Row {
+		return storage.Row{EntityID: e, Entry: kv.Entry{Ts: ts, Key: "e", Value: kv.LongValue(v)}}
+	}
+	history := func(rows []storage.Row, mayRepeat []bool) {
+		t.Helper()
+		if err := s.WriteHistory(ctx, rows, mayRepeat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// count reports the points of each device over March 1-3 as "a/b".
+	count := func() string {
+		t.Helper()
+		rows, err := s.Report(ctx, storage.ReportQuery{Devices: []uuid.UUID{a, b}, Groups: []uint32{0, 1}, Keys: []string{"e"},
+			StartTs: march, EndTs: march + 3*day, Aggs: storage.ReportCount | storage.ReportSum})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n [2]int64
+		for _, r := range rows {
+			n[r.Group] += r.Count
+		}
+		return fmt.Sprintf("%d/%d", n[0], n[1])
+	}
+	history([]storage.Row{row(a, march, 1), row(a, march+day, 2), row(b, march, 3)}, []bool{false, false, false})
+	if got := count(); got != "2/1" {
+		t.Fatalf("new points: %s, want 2/1", got)
+	}
+	history([]storage.Row{row(a, march, 1)}, []bool{false}) // a copy its caller did not mark
+	if got := count(); got != "3/1" {
+		t.Fatalf("an unmarked copy: %s, want 3/1 (the fast path reads without FINAL)", got)
+	}
+	history([]storage.Row{row(a, march+day, 5), row(b, march+2*day, 6)}, []bool{true, false}) // a marked copy, a new point
+	if got := count(); got != "3/2" {
+		t.Fatalf("a marked copy: %s, want 3/2 (March 2 of a read with FINAL, March 1 still not)", got)
+	}
+	if err := s.Write(ctx, []storage.Row{row(b, march, 7)}); err != nil { // Write marks its days itself
+		t.Fatal(err)
+	}
+	if got := count(); got != "3/2" {
+		t.Fatalf("a copy by Write: %s, want 3/2", got)
+	}
+	// The later copy wins on a marked day.
+	rows, err := s.Report(ctx, storage.ReportQuery{Devices: []uuid.UUID{b}, Groups: []uint32{0}, Keys: []string{"e"},
+		StartTs: march, EndTs: march + day, Aggs: storage.ReportSum})
+	if err != nil || len(rows) != 1 || rows[0].Sum != 7 {
+		t.Fatalf("b on March 1: %+v (%v), want a sum of 7", rows, err)
+	}
+	// A nil mayRepeat marks every row.
+	history([]storage.Row{row(b, march+2*day, 6)}, nil)
+	if got := count(); got != "3/2" {
+		t.Fatalf("WriteHistory(nil): %s, want 3/2", got)
+	}
+	if err := s.WriteHistory(ctx, []storage.Row{row(a, march, 1)}, []bool{true, false}); err == nil {
+		t.Fatal("WriteHistory took two flags for one row")
 	}
 }

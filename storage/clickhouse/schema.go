@@ -43,6 +43,15 @@ import (
 // that deletes the covered rows, then drops the tombstones); only keys with one
 // pay for the slower latest read.
 //
+// telemetry_repeats lists the days (ts / 86,400,000, per entity) whose history
+// may hold two copies of a point, the only rows reports must read with FINAL
+// (18.16 merges a FINAL read on one core: most of a report's time). A point gets
+// a second row when it is written again (same entity, key and ts) or when a
+// delivery is repeated; WriteHistory marks the days of the rows its caller says
+// may be such copies before it inserts them, Write marks the days of all of its
+// rows. Copies of a point share its entity and day, so splitting a read by
+// (entity, day) never separates them. Marks are never removed.
+//
 // On a cluster (Options.Cluster) each of these tables is, on every server of the
 // cluster, a local table of the same layout named <table>_local plus a Distributed
 // table <table> over the local tables of all shards (see cluster.go). Every
@@ -98,6 +107,15 @@ var migrations = []struct {
 		latest UInt8
 	) ENGINE = MergeTree
 	ORDER BY (entity_id, key)`},
+	{4, "days that may hold copies", "telemetry_repeats", `CREATE TABLE IF NOT EXISTS {table} (
+		entity_id UUID,
+		day Int64
+	) ENGINE = ReplacingMergeTree
+	ORDER BY (entity_id, day)`},
+	// History written before migration 4 has no marks: every day of it may hold
+	// copies. On a cluster this runs on each server over its own shard.
+	{5, "mark the days of earlier history", "", `INSERT INTO {local:telemetry_repeats} (entity_id, day)
+		SELECT DISTINCT entity_id, intDiv(ts, 86400000) FROM {local:telemetry}`},
 }
 
 // migrate applies the migrations newer than the highest version recorded in
@@ -140,6 +158,13 @@ func (s *Store) migrate(ctx context.Context, conn driver.Conn) error {
 // on a cluster it is the local table, followed by the Distributed table over it.
 func (s *Store) statements(table, sql string) []string {
 	sql = strings.ReplaceAll(sql, "{db}", s.db)
+	for _, t := range []string{"telemetry", "telemetry_repeats"} {
+		local := s.table(t)
+		if s.cluster != "" {
+			local = s.table(t + localSuffix)
+		}
+		sql = strings.ReplaceAll(sql, "{local:"+t+"}", local)
+	}
 	if table == "" {
 		return []string{sql}
 	}

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -21,22 +22,15 @@ const (
 // Write inserts the rows into telemetry, then the newest row of each (entity, key)
 // into telemetry_latest. Rows get consecutive versions in slice order, so of two
 // rows with the same (entity, key, ts) the later one wins. A failed Write may have
-// stored some rows; repeating it stores each once.
+// stored some rows; repeating it stores each once. Every row's day is marked as
+// one that may hold copies (see telemetry_repeats).
 func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := s.check(); err != nil {
-		return err
-	}
-	base := s.clock.next(len(rows))
-	cols := getColumns()
+	cols, err := s.writeHistory(ctx, rows, nil)
 	defer putColumns(cols)
-	cols.grow(len(rows))
-	for i := range rows {
-		cols.add(&rows[i], base+uint64(i))
-	}
-	if err := s.insert(ctx, "telemetry", insertHistory, cols, false); err != nil {
+	if err != nil {
 		return err
 	}
 
@@ -52,10 +46,87 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	defer putColumns(lcols)
 	for i := range rows {
 		if newest[seriesKey{rows[i].EntityID, rows[i].Key}] == i {
-			lcols.add(&rows[i], base+uint64(i))
+			lcols.add(&rows[i], cols.ver[i])
 		}
 	}
 	return s.insert(ctx, "telemetry_latest", insertLatest, lcols, true)
+}
+
+// WriteHistory inserts the rows into telemetry only: the spool's delivery in
+// production, where the latest values live in Redis. mayRepeat[i] tells whether
+// rows[i] may repeat a point written before (the same entity, key and ts: written
+// again, or delivered again); nil means every row may. The days of those rows are
+// marked in telemetry_repeats before the rows are inserted, so a report never
+// reads a copy without FINAL.
+func (s *Store) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if mayRepeat != nil && len(mayRepeat) != len(rows) {
+		return fmt.Errorf("clickhouse: %d rows with %d repeat flags", len(rows), len(mayRepeat))
+	}
+	cols, err := s.writeHistory(ctx, rows, mayRepeat)
+	putColumns(cols)
+	return err
+}
+
+// writeHistory marks the days that may hold copies, then inserts rows into
+// telemetry; the caller puts the columns back.
+func (s *Store) writeHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) (*columns, error) {
+	cols := getColumns()
+	if err := s.check(); err != nil {
+		return cols, err
+	}
+	if err := s.markRepeats(ctx, rows, mayRepeat); err != nil {
+		return cols, err
+	}
+	base := s.clock.next(len(rows))
+	cols.grow(len(rows))
+	for i := range rows {
+		cols.add(&rows[i], base+uint64(i))
+	}
+	return cols, s.insert(ctx, "telemetry", insertHistory, cols, false)
+}
+
+// msPerDay is the length of a telemetry_repeats day.
+const msPerDay = 86_400_000
+
+type entityDay struct {
+	entity uuid.UUID
+	day    int64
+}
+
+// markRepeats inserts the (entity, day) of every row that may repeat a point;
+// days are ts / msPerDay truncated toward zero, as ClickHouse's intDiv.
+func (s *Store) markRepeats(ctx context.Context, rows []storage.Row, mayRepeat []bool) error {
+	days := make(map[entityDay]struct{})
+	for i := range rows {
+		if mayRepeat == nil || mayRepeat[i] {
+			days[entityDay{rows[i].EntityID, rows[i].Ts / msPerDay}] = struct{}{}
+		}
+	}
+	if len(days) == 0 {
+		return nil
+	}
+	entities, nums := make([]uuid.UUID, 0, len(days)), make([]int64, 0, len(days))
+	for d := range days {
+		entities, nums = append(entities, d.entity), append(nums, d.day)
+	}
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("telemetry_repeats")+" (entity_id, day)")
+	if err != nil {
+		return fail("prepare insert into telemetry_repeats", err)
+	}
+	defer b.Abort()
+	if err := b.Column(0).Append(entities); err != nil {
+		return fail("fill insert into telemetry_repeats", err)
+	}
+	if err := b.Column(1).Append(nums); err != nil {
+		return fail("fill insert into telemetry_repeats", err)
+	}
+	if err := b.Send(); err != nil {
+		return fail("insert into telemetry_repeats", err)
+	}
+	return nil
 }
 
 // insertBlockRows is the most rows the driver buffers for one insert at a time.

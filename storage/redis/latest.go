@@ -21,63 +21,125 @@ import (
 // value = encodeValue (type, ts, payload).
 
 // updateLatestScript sets each field only when its ts is not older than the stored
-// one (equal ts: the later write wins). ARGV holds key, ts, value triples.
+// one (equal ts: the later write wins). ARGV holds key, ts, value, least-ts
+// quadruples: ts and value are the newest row of the key in the write, least-ts
+// its oldest ts. It returns 1 when some key's oldest ts is not newer than the
+// stored one: that write may repeat a point written before (see UpdateLatest).
 // Redis Lua numbers are doubles: timestamps are exact up to 2^53 ms.
 var updateLatestScript = goredis.NewScript(`
-for i = 1, #ARGV, 3 do
+local repeats = 0
+for i = 1, #ARGV, 4 do
   local old = redis.call('HGET', KEYS[1], ARGV[i])
-  if (not old) or tonumber(ARGV[i+1]) >= struct.unpack('>i8', old, 2) then
+  local oldTs = old and struct.unpack('>i8', old, 2)
+  if old and tonumber(ARGV[i+3]) <= oldTs then
+    repeats = 1
+  end
+  if (not old) or tonumber(ARGV[i+1]) >= oldTs then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+2])
   end
 end
-return 0`)
+return repeats`)
 
 type entityKey struct {
 	e uuid.UUID
 	k string
 }
 
-var newestPool = sync.Pool{New: func() any { return make(map[entityKey]int) }}
-
 func (s *Store) latestKey(entity uuid.UUID) string { return s.prefix + "{l:" + entity.String() + "}" }
 
 // UpdateLatest makes each row the latest value of its (entity, key) unless a newer
 // one is stored. Rows of many entities go in one pipeline, one script per entity.
-func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) error {
+//
+// It returns the entities whose rows may repeat a point written before: a key
+// with two rows of one ts in the write, or whose oldest ts in the write is not
+// newer than its stored latest value. The rows of every other entity are points
+// never written before, which is what lets ClickHouse reports read them without
+// FINAL (storage/clickhouse WriteHistory). The check is atomic per entity, so of
+// two nodes writing the same point at once one sees the other's.
+func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UUID, error) {
 	if len(rows) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := s.check(); err != nil {
-		return err
+		return nil, err
 	}
-	// Keep the newest row per (entity, key) of this batch; later rows win ties.
-	// A group commit holds up to 10,000 rows of usually a few series: the map
-	// starts small and comes from a pool, not sized by the row count.
-	newest := newestPool.Get().(map[entityKey]int)
+	// Per (entity, key) of this batch: the newest row (later rows win ties), the
+	// oldest ts, and whether its ts only rose. A group commit holds up to 10,000
+	// rows of usually a few series: the map starts small and comes from a pool,
+	// not sized by the row count.
+	series := seriesPool.Get().(map[entityKey]seriesSpan)
 	defer func() {
-		clear(newest)
-		newestPool.Put(newest)
+		clear(series)
+		seriesPool.Put(series)
 	}()
 	for i := range rows {
 		k := entityKey{rows[i].EntityID, rows[i].Key}
-		if j, ok := newest[k]; !ok || rows[i].Ts >= rows[j].Ts {
-			newest[k] = i
+		sp, ok := series[k]
+		switch {
+		case !ok:
+			sp = seriesSpan{newest: i, least: rows[i].Ts, last: rows[i].Ts, rising: true}
+		default:
+			sp.rising = sp.rising && rows[i].Ts > sp.last
+			sp.last = rows[i].Ts
+			sp.least = min(sp.least, rows[i].Ts)
+			if rows[i].Ts >= rows[sp.newest].Ts {
+				sp.newest = i
+			}
 		}
+		series[k] = sp
 	}
+	var repeats []uuid.UUID
 	args := make(map[uuid.UUID][]any)
-	for k, i := range newest {
-		args[k.e] = append(args[k.e], k.k, strconv.FormatInt(rows[i].Ts, 10), encodeValue(rows[i].Entry))
+	for k, sp := range series {
+		if !sp.rising && twice(rows, k) && !slices.Contains(repeats, k.e) {
+			repeats = append(repeats, k.e)
+		}
+		r := &rows[sp.newest]
+		args[k.e] = append(args[k.e], k.k, strconv.FormatInt(r.Ts, 10), encodeValue(r.Entry), strconv.FormatInt(sp.least, 10))
 	}
+	results := make(map[uuid.UUID]*goredis.Cmd, len(args))
 	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for e, a := range args {
-			updateLatestScript.Eval(ctx, p, []string{s.latestKey(e)}, a...)
+			results[e] = updateLatestScript.Eval(ctx, p, []string{s.latestKey(e)}, a...)
 		}
 		return nil
 	})
 	if err != nil {
-		return fail("update latest values", err)
+		return nil, fail("update latest values", err)
 	}
-	return nil
+	for e, c := range results {
+		if n, _ := c.Int(); n != 0 && !slices.Contains(repeats, e) {
+			repeats = append(repeats, e)
+		}
+	}
+	return repeats, nil
+}
+
+// seriesSpan is what UpdateLatest gathers about one (entity, key) of a write.
+type seriesSpan struct {
+	newest      int   // index of the newest row
+	least, last int64 // the oldest ts, and the ts of the last row seen
+	rising      bool  // every row's ts was above the one before
+}
+
+var seriesPool = sync.Pool{New: func() any { return make(map[entityKey]seriesSpan) }}
+
+// twice reports whether two rows of the series k share a ts: the slow path for a
+// series whose rows were not in rising ts order.
+func twice(rows []storage.Row, k entityKey) bool {
+	var ts []int64
+	for i := range rows {
+		if rows[i].EntityID == k.e && rows[i].Key == k.k {
+			ts = append(ts, rows[i].Ts)
+		}
+	}
+	slices.Sort(ts)
+	for i := 1; i < len(ts); i++ {
+		if ts[i] == ts[i-1] {
+			return true
+		}
+	}
+	return false
 }
 
 // LatestValues returns the latest value of each of keys that exists, in the order

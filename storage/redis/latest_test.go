@@ -32,21 +32,46 @@ func testLatest(t *testing.T, s *Store) {
 		must(err)
 		return fmt.Sprint(got)
 	}
-	must(s.UpdateLatest(ctx, []storage.Row{
+	// repeats is the entities UpdateLatest says may repeat earlier points, as text.
+	repeats := func(rows ...storage.Row) string {
+		t.Helper()
+		r, err := s.UpdateLatest(ctx, rows)
+		must(err)
+		return fmt.Sprint(r)
+	}
+	none := fmt.Sprint([]uuid.UUID(nil))
+	if got := repeats(
 		row(a, 2000, "t", kv.LongValue(2)),
 		row(a, 1000, "t", kv.LongValue(1)), // older in the same batch
 		row(a, 5, "s", kv.StringValue("x")),
 		row(b, 7, "t", kv.JSONValue(`{"z":1}`)),
-	}))
-	must(s.UpdateLatest(ctx, []storage.Row{row(a, 1500, "t", kv.LongValue(15))})) // older than stored
+	); got != none {
+		t.Fatalf("first write: repeats %s", got)
+	}
+	if got := repeats(row(a, 1500, "t", kv.LongValue(15))); got != fmt.Sprint([]uuid.UUID{a}) { // older than stored
+		t.Fatalf("older than stored: repeats %s", got)
+	}
 	if got, want := show(a, nil), fmt.Sprint([]kv.Entry{{Ts: 5, Key: "s", Value: kv.StringValue("x")}, {Ts: 2000, Key: "t", Value: kv.LongValue(2)}}); got != want {
 		t.Fatalf("latest of a: %s, want %s", got, want)
 	}
-	must(s.UpdateLatest(ctx, []storage.Row{row(a, 2000, "t", kv.DoubleValue(2.5))})) // equal ts: later wins
+	if got := repeats(row(a, 2000, "t", kv.DoubleValue(2.5))); got != fmt.Sprint([]uuid.UUID{a}) { // equal ts: later wins
+		t.Fatalf("equal ts: repeats %s", got)
+	}
 	if got, want := show(a, []string{"t", "missing"}), fmt.Sprint([]kv.Entry{{Ts: 2000, Key: "t", Value: kv.DoubleValue(2.5)}}); got != want {
 		t.Fatalf("equal ts: %s, want %s", got, want)
 	}
-	if got := show(b, []string{"t"}); got != fmt.Sprint([]kv.Entry{{Ts: 7, Key: "t", Value: kv.JSONValue(`{"z":1}`)}}) {
+	// Newer points, in any order within the write, repeat nothing; two rows of one
+	// ts in one write do, for their entity only.
+	if got := repeats(row(b, 9, "t", kv.LongValue(9)), row(b, 8, "t", kv.LongValue(8)), row(a, 3000, "t", kv.LongValue(3))); got != none {
+		t.Fatalf("newer points: repeats %s", got)
+	}
+	if got := repeats(row(b, 10, "t", kv.LongValue(1)), row(a, 4000, "t", kv.LongValue(1)), row(b, 10, "t", kv.LongValue(2))); got != fmt.Sprint([]uuid.UUID{b}) {
+		t.Fatalf("one ts twice in a write: repeats %s", got)
+	}
+	if got := show(b, []string{"t"}); got != fmt.Sprint([]kv.Entry{{Ts: 10, Key: "t", Value: kv.LongValue(2)}}) {
+		t.Fatalf("one ts twice in a write: latest %s", got)
+	}
+	if got := show(b, []string{"t"}); got != fmt.Sprint([]kv.Entry{{Ts: 10, Key: "t", Value: kv.LongValue(2)}}) {
 		t.Fatalf("latest of b: %s", got)
 	}
 	keys, err := s.LatestKeys(ctx, a)
