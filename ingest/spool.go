@@ -100,6 +100,28 @@ type lane struct {
 	// failed is set when a delivery fails: the next one may repeat rows the
 	// sink took before the failure, so all of its rows may repeat.
 	failed bool
+
+	// pending holds the verdicts of records written by WritePending, by
+	// sequence number, from just before their commit until their delivery.
+	pendMu  sync.Mutex
+	pending map[uint64]*verdict
+}
+
+// verdict is what Resolve said of a pending record.
+type verdict struct {
+	resolved bool
+	all      bool        // every row may repeat
+	repeats  []uuid.UUID // else the devices whose rows may
+}
+
+// Pending is the records of one WritePending, waiting for Resolve.
+type Pending struct {
+	recs []pendingRecord
+}
+
+type pendingRecord struct {
+	lane *lane
+	seq  uint64
 }
 
 // OpenSpool opens (or creates) the spool in cfg.Dir and starts its drainer.
@@ -131,7 +153,7 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	}
 	s := &Spool{cfg: cfg, db: db, sink: sink, log: log, quit: make(chan struct{})}
 	for i := range cfg.Shards {
-		s.lanes = append(s.lanes, &lane{shard: byte(i), wake: make(chan struct{}, 1)})
+		s.lanes = append(s.lanes, &lane{shard: byte(i), wake: make(chan struct{}, 1), pending: map[uint64]*verdict{}})
 	}
 	if err := s.recover(); err != nil {
 		db.Close()
@@ -187,11 +209,50 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 // device are delivered as new points. It returns ErrSpoolFull when the
 // undelivered data has reached MaxBytes, and storage.ErrUnavailable after Close.
 func (s *Spool) Write(_ context.Context, rows []storage.Row, repeats []uuid.UUID) error {
+	_, err := s.write(rows, repeats, false)
+	return err
+}
+
+// WritePending is Write for a writer that learns which rows repeat earlier points
+// only while the spool's sync runs (Spooled asks Redis at the same time): the
+// records are durable when it returns, but their rows are not delivered before
+// Resolve says which may repeat. A record left unresolved by a process that
+// stopped is delivered by the next one with every row as a possible repeat.
+func (s *Spool) WritePending(_ context.Context, rows []storage.Row) (Pending, error) {
+	return s.write(rows, nil, true)
+}
+
+// Resolve gives the verdict on the records of a WritePending: repeats lists the
+// devices whose rows may repeat points written before, or all says every row
+// may (the writer could not tell). Every successful WritePending must be
+// resolved; until then its records hold up their lanes' deliveries.
+func (s *Spool) Resolve(p Pending, repeats []uuid.UUID, all bool) {
+	for _, r := range p.recs {
+		r.lane.pendMu.Lock()
+		if v := r.lane.pending[r.seq]; v != nil {
+			v.resolved, v.all, v.repeats = true, all, repeats
+		}
+		r.lane.pendMu.Unlock()
+		if r.lane.rows.Load() >= int64(s.cfg.BatchRows) {
+			r.lane.wakeUp()
+		}
+	}
+}
+
+func (l *lane) wakeUp() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pending, error) {
+	var p Pending
 	if len(rows) == 0 {
-		return nil
+		return p, nil
 	}
 	if s.Full() {
-		return ErrSpoolFull
+		return p, ErrSpoolFull
 	}
 	parts := s.split(rows)
 	total := 0
@@ -207,38 +268,50 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row, repeats []uuid.UUID
 	b := s.db.NewBatchWithSize(total + 64)
 	defer b.Close()
 	var size int64
-	for shard, p := range parts {
-		if len(p) == 0 {
+	for shard, part := range parts {
+		if len(part) == 0 {
 			continue
 		}
 		// Encode straight into the batch's buffer: no intermediate copy.
-		n := recordSize(p, shardRepeats[shard])
+		n := recordSize(part, shardRepeats[shard])
 		op := b.SetDeferred(9, n)
 		op.Key[0] = byte(shard)
-		binary.BigEndian.PutUint64(op.Key[1:], s.seq.Add(1)-1)
-		op.Value = appendRecord(op.Value[:0], p, shardRepeats[shard])
+		seq := s.seq.Add(1) - 1
+		binary.BigEndian.PutUint64(op.Key[1:], seq)
+		op.Value = appendRecord(op.Value[:0], part, shardRepeats[shard])
 		if len(op.Value) != n {
-			return fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
+			return p, fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
 		}
 		op.Finish()
 		size += int64(n)
+		if pending {
+			// Registered before the commit: a drainer must never see the
+			// record without its (unresolved) verdict.
+			l := s.lanes[shard]
+			l.pendMu.Lock()
+			l.pending[seq] = &verdict{}
+			l.pendMu.Unlock()
+			p.recs = append(p.recs, pendingRecord{l, seq})
+		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		if errors.Is(err, pebble.ErrClosed) {
-			return storage.ErrUnavailable
+		for _, r := range p.recs {
+			r.lane.pendMu.Lock()
+			delete(r.lane.pending, r.seq)
+			r.lane.pendMu.Unlock()
 		}
-		return fmt.Errorf("cannot write the telemetry spool: %w", err)
+		if errors.Is(err, pebble.ErrClosed) {
+			return Pending{}, storage.ErrUnavailable
+		}
+		return Pending{}, fmt.Errorf("cannot write the telemetry spool: %w", err)
 	}
 	s.bytes.Add(size)
-	for shard, p := range parts {
-		if len(p) > 0 && s.lanes[shard].rows.Add(int64(len(p))) >= int64(s.cfg.BatchRows) {
-			select {
-			case s.lanes[shard].wake <- struct{}{}:
-			default:
-			}
+	for shard, part := range parts {
+		if len(part) > 0 && s.lanes[shard].rows.Add(int64(len(part))) >= int64(s.cfg.BatchRows) && !pending {
+			s.lanes[shard].wakeUp()
 		}
 	}
-	return nil
+	return p, nil
 }
 
 // Full reports whether the undelivered data has reached MaxBytes, so that Write
@@ -297,11 +370,11 @@ func (s *Spool) drain(l *lane) {
 				return
 			default:
 			}
-			err := s.deliverOnce(l)
+			held, err := s.deliverOnce(l, false)
 			if err == nil {
 				backoff = 100 * time.Millisecond
-				if l.rows.Load() < int64(s.cfg.BatchRows) {
-					break // the rest waits for the next tick or wake-up
+				if held || l.rows.Load() < int64(s.cfg.BatchRows) {
+					break // the rest waits for the next tick or wake-up (Resolve wakes a held lane)
 				}
 				continue
 			}
@@ -320,13 +393,15 @@ func (s *Spool) drain(l *lane) {
 
 // deliverOnce sends up to about BatchRows rows from the lane's oldest records to
 // the sink and deletes those records. Deletes are not synced: after a crash the
-// worst case is a repeated delivery, which the sink tolerates.
-func (s *Spool) deliverOnce(l *lane) error {
+// worst case is a repeated delivery, which the sink tolerates. It stops before a
+// pending record not yet resolved (held), unless final: Close's last delivery
+// sends such a record with every row as a possible repeat.
+func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
 	l.deliverMu.Lock()
 	defer l.deliverMu.Unlock()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{l.shard}, UpperBound: upperBound(l.shard)})
 	if err != nil {
-		return err
+		return false, err
 	}
 	rows, repeat, keys := l.scratch[:0], l.repeat[:0], l.keys[:0]
 	if need := int(min(l.rows.Load(), int64(s.cfg.BatchRows))); cap(rows) < need {
@@ -340,38 +415,51 @@ func (s *Spool) deliverOnce(l *lane) error {
 	}()
 	var bytes int64
 	for it.First(); it.Valid() && len(rows) < s.cfg.BatchRows; it.Next() {
+		if len(it.Key()) != 9 {
+			it.Close()
+			return false, fmt.Errorf("telemetry spool: unexpected key %x", it.Key())
+		}
+		seq := binary.BigEndian.Uint64(it.Key()[1:])
+		l.pendMu.Lock()
+		v, pending := l.pending[seq]
+		var said verdict
+		if pending {
+			said = *v
+		}
+		l.pendMu.Unlock()
+		if pending && !said.resolved && !final {
+			held = true
+			break
+		}
 		from := len(rows)
 		var ids []uuid.UUID
 		var legacy bool
 		if rows, ids, legacy, err = decodeRecord(rows, l.ids[:0], it.Value(), &l.names); err != nil {
 			it.Close()
-			return err
+			return false, err
 		}
 		l.ids = ids
-		if len(it.Key()) != 9 {
-			it.Close()
-			return fmt.Errorf("telemetry spool: unexpected key %x", it.Key())
-		}
 		// A row may repeat one the sink has when its writer said so, when a
 		// previous process may have delivered its record before it crashed, or
 		// when a failed delivery may have delivered part of this one.
-		all := l.failed || legacy || binary.BigEndian.Uint64(it.Key()[1:]) < s.replayed
+		all := l.failed || legacy || seq < s.replayed || (pending && (said.all || !said.resolved))
 		for i := from; i < len(rows); i++ {
-			repeat = append(repeat, all || slices.Contains(ids, rows[i].EntityID))
+			e := rows[i].EntityID
+			repeat = append(repeat, all || slices.Contains(ids, e) || slices.Contains(said.repeats, e))
 		}
 		keys = append(keys, [9]byte(it.Key()))
 		bytes += int64(len(it.Value()))
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return err
+		return held, err
 	}
 	if len(keys) == 0 {
-		return nil
+		return held, nil
 	}
 	if err := s.sink.WriteHistory(context.Background(), rows, repeat); err != nil {
 		spoolDeliverError.Inc()
 		l.failed = true
-		return err
+		return held, err
 	}
 	spoolDelivered.Add(len(rows))
 	if s.cfg.Tally != nil {
@@ -383,13 +471,18 @@ func (s *Spool) deliverOnce(l *lane) error {
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		l.failed = true // the records stay and go again
-		return err
+		return held, err
 	}
 	l.failed = false
+	l.pendMu.Lock()
+	for i := range keys {
+		delete(l.pending, binary.BigEndian.Uint64(keys[i][1:]))
+	}
+	l.pendMu.Unlock()
 	s.bytes.Add(-bytes)
 	l.rows.Add(-int64(len(rows)))
 	s.delivered.Add(int64(len(rows)))
-	return nil
+	return held, nil
 }
 
 // upperBound is the first key past a shard's records.
@@ -400,14 +493,15 @@ func upperBound(shard byte) []byte {
 	return []byte{shard + 1}
 }
 
-// Flush delivers everything spooled so far, or returns the sink's error.
+// Flush delivers everything spooled so far, or returns the sink's error. A
+// pending record not yet resolved goes with every row as a possible repeat.
 func (s *Spool) Flush(ctx context.Context) error {
 	for _, l := range s.lanes {
 		for l.rows.Load() > 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := s.deliverOnce(l); err != nil {
+			if _, err := s.deliverOnce(l, true); err != nil {
 				return err
 			}
 		}

@@ -405,3 +405,66 @@ func TestSpoolRepeatFlags(t *testing.T) {
 		t.Fatalf("replayed, then new: %s, want the replayed rows flagged", got)
 	}
 }
+
+// TestSpoolPending: records of a WritePending wait for Resolve before they are
+// delivered, then go with its verdict; Flush (Close's last delivery) sends an
+// unresolved one with every row as a possible repeat.
+func TestSpoolPending(t *testing.T) {
+	sink := newMemSink()
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), FlushInterval: 5 * time.Millisecond, Shards: 1}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	ctx := context.Background()
+	a, b := uuid.New(), uuid.New()
+	rows := append(testRows(a, 0, 2), testRows(b, 0, 2)...)
+	flags := func(from int) string {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		out := ""
+		for _, f := range sink.repeat[from:] {
+			out += map[bool]string{true: "t", false: "f"}[f]
+		}
+		return out
+	}
+
+	p, err := s.WritePending(ctx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // ten flush intervals
+	if n := sink.count(); n != 0 {
+		t.Fatalf("%d rows delivered before Resolve", n)
+	}
+	s.Resolve(p, []uuid.UUID{b}, false)
+	sink.waitRows(t, 4)
+	if got := flags(0); got != "fftt" {
+		t.Fatalf("resolved with b repeating: %s, want fftt", got)
+	}
+
+	p, err = s.WritePending(ctx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Resolve(p, nil, true)
+	sink.waitRows(t, 8)
+	if got := flags(4); got != "tttt" {
+		t.Fatalf("resolved as all: %s, want tttt", got)
+	}
+
+	if _, err := s.WritePending(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := flags(8); got != "tttt" {
+		t.Fatalf("flushed unresolved: %s, want tttt", got)
+	}
+	s.lanes[0].pendMu.Lock()
+	defer s.lanes[0].pendMu.Unlock()
+	if n := len(s.lanes[0].pending); n != 0 {
+		t.Fatalf("%d verdicts kept after delivery", n)
+	}
+}

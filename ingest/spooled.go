@@ -43,19 +43,19 @@ type Spooled struct {
 	LatestStore LatestStore
 }
 
-// Write updates the latest values, then spools the rows with what the latest
-// store said of them: the spool delivers the rows of entities whose points may
-// repeat earlier ones as such, and the rest as new points, which lets reports
-// read them without de-duplicating (storage/clickhouse telemetry_repeats). The
-// caller acknowledges the rows only when both succeed. If either fails the
-// client sees an error and retries, and the part that did succeed is repeated,
-// which both absorb (the same entity, key and ts replace each other; the latest
-// store then reports the retry's rows as repeats). A full spool is checked
-// first, so an overloaded node does not show latest values it answers 503 for.
+// Write spools rows and updates the latest values at the same time: the commit
+// waits for the spool's fsync or the latest store's round trip, whichever is
+// longer, not for both in turn. The caller acknowledges the rows only when both
+// succeed. If either fails the client sees an error and retries, and the part that
+// did succeed is repeated, which both absorb (the same entity, key and ts replace
+// each other). A full spool is checked first, so an overloaded node does not show
+// latest values it answers 503 for.
 //
-// The two writes run one after the other, not at once: the spool record must
-// carry the latest store's answer. That costs a commit the Redis round trip
-// (bench/RESULTS.md, "Reports without FINAL").
+// The latest store also says which entities' rows may repeat points written
+// before; the spool holds the records back from delivery until it knows
+// (WritePending, Resolve), and delivers the other rows as new points, which
+// reports read without de-duplicating (storage/clickhouse telemetry_repeats). If
+// the latest store fails, every row counts as a possible repeat.
 func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -63,11 +63,21 @@ func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	if t.Spool.Full() {
 		return ErrSpoolFull
 	}
-	repeats, err := t.LatestStore.UpdateLatest(ctx, rows)
-	if err != nil {
-		return err
+	type answer struct {
+		repeats []uuid.UUID
+		err     error
 	}
-	return t.Spool.Write(ctx, rows, repeats)
+	latest := make(chan answer, 1)
+	go func() {
+		r, err := t.LatestStore.UpdateLatest(ctx, rows)
+		latest <- answer{r, err}
+	}()
+	p, err := t.Spool.WritePending(ctx, rows)
+	a := <-latest
+	if err == nil {
+		t.Spool.Resolve(p, a.repeats, a.err != nil)
+	}
+	return errors.Join(err, a.err)
 }
 
 // Latest reads the latest store.

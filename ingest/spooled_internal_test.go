@@ -83,3 +83,49 @@ func TestSpooledWrite(t *testing.T) {
 		t.Fatal("the latest store got rows the full spool refused")
 	}
 }
+
+// TestSpooledWriteRepeats: the spool delivers the rows of the entities the latest
+// store names as repeats flagged, the others not; when the latest store fails,
+// the spooled rows all go flagged.
+func TestSpooledWriteRepeats(t *testing.T) {
+	sink := newMemSink()
+	spool, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spool.Close(context.Background())
+	a, b := uuid.New(), uuid.New()
+	latest := &memLatest{repeats: []uuid.UUID{b}}
+	w := &Spooled{Spool: spool, LatestStore: latest}
+	flags := func() map[uuid.UUID]string {
+		t.Helper()
+		sink.mu.Lock()
+		sink.rows, sink.repeat = nil, nil
+		sink.mu.Unlock()
+		if err := spool.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		out := map[uuid.UUID]string{}
+		for i, r := range sink.rows {
+			out[r.EntityID] += map[bool]string{true: "t", false: "f"}[sink.repeat[i]]
+		}
+		return out
+	}
+	if err := w.Write(t.Context(), append(testRows(a, 0, 2), testRows(b, 0, 2)...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := flags(); got[a] != "ff" || got[b] != "tt" {
+		t.Fatalf("a new, b repeating: a %q b %q", got[a], got[b])
+	}
+	latest.mu.Lock()
+	latest.err = errors.New("redis down")
+	latest.mu.Unlock()
+	if err := w.Write(t.Context(), testRows(a, 2, 2)); err == nil {
+		t.Fatal("Write succeeded with the latest store down")
+	}
+	if got := flags(); got[a] != "tt" {
+		t.Fatalf("spooled while the latest store failed: a %q, want every row flagged", got[a])
+	}
+}

@@ -100,9 +100,14 @@ type entityDay struct {
 // days are ts / msPerDay truncated toward zero, as ClickHouse's intDiv.
 func (s *Store) markRepeats(ctx context.Context, rows []storage.Row, mayRepeat []bool) error {
 	days := make(map[entityDay]struct{})
+	var last entityDay
 	for i := range rows {
 		if mayRepeat == nil || mayRepeat[i] {
-			days[entityDay{rows[i].EntityID, rows[i].Ts / msPerDay}] = struct{}{}
+			// A delivery holds runs of one device's rows: skip the map for a
+			// row of the day before it.
+			if d := (entityDay{rows[i].EntityID, rows[i].Ts / msPerDay}); len(days) == 0 || d != last {
+				days[d], last = struct{}{}, d
+			}
 		}
 	}
 	if len(days) == 0 {

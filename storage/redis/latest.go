@@ -91,9 +91,6 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UU
 	var repeats []uuid.UUID
 	args := make(map[uuid.UUID][]any)
 	for k, sp := range series {
-		if !sp.rising && twice(rows, k) && !slices.Contains(repeats, k.e) {
-			repeats = append(repeats, k.e)
-		}
 		r := &rows[sp.newest]
 		args[k.e] = append(args[k.e], k.k, strconv.FormatInt(r.Ts, 10), encodeValue(r.Entry), strconv.FormatInt(sp.least, 10))
 	}
@@ -108,8 +105,17 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UU
 		return nil, fail("update latest values", err)
 	}
 	for e, c := range results {
-		if n, _ := c.Int(); n != 0 && !slices.Contains(repeats, e) {
+		if n, _ := c.Int(); n != 0 {
 			repeats = append(repeats, e)
+		}
+	}
+	// A series whose ts did not only rise may hold one ts twice. Looking costs a
+	// scan of the rows per series, so only for entities not already repeating:
+	// rows from concurrent requests of one device interleave in a group commit,
+	// and then usually reach below the stored latest ts too.
+	for k, sp := range series {
+		if !sp.rising && !slices.Contains(repeats, k.e) && twice(rows, k) {
+			repeats = append(repeats, k.e)
 		}
 	}
 	return repeats, nil
