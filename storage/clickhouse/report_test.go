@@ -195,3 +195,33 @@ func testReportRepeatMarks(t *testing.T, s *Store) {
 		t.Fatal("WriteHistory took two flags for one row")
 	}
 }
+
+// TestUpgradeMarksEarlierHistory: history written before telemetry_repeats
+// existed carries no marks, so the migration marks every day of it: a point
+// stored twice back then is counted once after the upgrade.
+func TestUpgradeMarksEarlierHistory(t *testing.T) {
+	s := OpenTest(t)
+	ctx := t.Context()
+	dev := uuid.New()
+	march := int64(1709251200000) // 2024-03-01 UTC
+	old := []storage.Row{{EntityID: dev, Entry: kv.Entry{Ts: march, Key: "e", Value: kv.LongValue(1)}}}
+	for range 2 { // two copies, unmarked, as an earlier version left them
+		if err := s.WriteHistory(ctx, old, []bool{false}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Forget the migrations, as a database of that version would not have them.
+	if err := s.conn.Exec(ctx, "DROP TABLE "+s.table("schema_migrations")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(ctx, Options{Addrs: []string{addr(t)}, Database: s.db[1 : len(s.db)-1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	rows, err := again.Report(ctx, storage.ReportQuery{Devices: []uuid.UUID{dev}, Groups: []uint32{0}, Keys: []string{"e"},
+		StartTs: march, EndTs: march + 86400_000, Aggs: storage.ReportCount})
+	if err != nil || len(rows) != 1 || rows[0].Count != 1 {
+		t.Fatalf("after the upgrade: %+v (%v), want one point", rows, err)
+	}
+}
