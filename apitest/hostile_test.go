@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	stdjson "encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,13 +247,18 @@ func TestHostileRequests(t *testing.T) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(30 * time.Second)) // only keeps a broken server from hanging the test
-		if _, err := c.Write([]byte(req)); err != nil {
-			t.Errorf("%.50q: write: %v", req, err)
-			return
-		}
+		// Written while the answer is read: a node refusing an oversized header
+		// answers and closes before the rest is sent, and a client that only reads
+		// after its write has finished may see the reset instead of the answer.
+		wrote := make(chan error, 1)
+		go func() { _, err := c.Write([]byte(req)); wrote <- err }()
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		werr := <-wrote
+		if err != nil && status == 431 && errors.Is(err, syscall.ECONNRESET) && errors.Is(werr, syscall.ECONNRESET) {
+			return // cut off mid-header: refused, though the 431 was lost to the reset
+		}
 		if err != nil {
-			t.Errorf("%.50q: read: %v", req, err)
+			t.Errorf("%.50q: read: %v (write: %v)", req, err, werr)
 			return
 		}
 		defer resp.Body.Close()

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +69,10 @@ type Cell struct {
 	// points at allocation in Sluice (sluice-bench -memprofile says where).
 	GCs   uint32
 	Alloc uint64
+	// Spooled is the rows a Sluice node on ClickHouse still held in its spool when
+	// the cell ended (-1 without a spool): a backlog that grows from cell to cell
+	// means the offered rate is above what ClickHouse takes in.
+	Spooled int64
 }
 
 type starter struct {
@@ -156,7 +163,30 @@ func measure(t *Target, p Payload, opts Options, rate float64, n int, c *Cell) (
 	})
 	runtime.ReadMemStats(&after)
 	c.GCs, c.Alloc = after.NumGC-before.NumGC, after.TotalAlloc-before.TotalAlloc
+	c.Spooled = -1
+	if t.Sluice {
+		c.Spooled = spooledRows(t.Addr)
+	}
 	return res, err
+}
+
+// spooledRows reads sluice_spool_rows off the node's /metrics; -1 when it has no
+// spool or cannot be read.
+func spooledRows(addr string) int64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "sluice_spool_rows "); ok {
+			if n, err := strconv.ParseFloat(v, 64); err == nil {
+				return int64(n)
+			}
+		}
+	}
+	return -1
 }
 
 func logCell(log io.Writer, c Cell) {
@@ -167,6 +197,9 @@ func logCell(log io.Writer, c Cell) {
 	}
 	fmt.Fprintf(log, "  %-8s %-14s %v\n", c.Payload, mode, res)
 	fmt.Fprintf(log, "  %-8s %-14s process, warm-up included: %d GC cycles, %.0f MB allocated\n", "", "", c.GCs, float64(c.Alloc)/1e6)
+	if c.Spooled >= 0 {
+		fmt.Fprintf(log, "  %-8s %-14s spool: %d rows not yet in ClickHouse at the end\n", "", "", c.Spooled)
+	}
 	if res.Missed > 0 {
 		fmt.Fprintf(log, "  missed: %d requests came due with every connection busy\n", res.Missed)
 	}

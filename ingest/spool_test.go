@@ -50,6 +50,25 @@ func (m *memSink) WriteHistory(_ context.Context, rows []storage.Row, mayRepeat 
 
 func (m *memSink) setDown(d bool) { m.mu.Lock(); m.down = d; m.mu.Unlock() }
 
+// flush forgets what the sink holds, delivers everything s holds, and returns
+// the repeat flags per device: one t or f per row, in delivery order.
+func (m *memSink) flush(t *testing.T, s *Spool) map[uuid.UUID]string {
+	t.Helper()
+	m.mu.Lock()
+	m.rows, m.repeat = nil, nil
+	m.mu.Unlock()
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[uuid.UUID]string{}
+	for i, r := range m.rows {
+		out[r.EntityID] += map[bool]string{true: "t", false: "f"}[m.repeat[i]]
+	}
+	return out
+}
+
 func (m *memSink) count() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.rows) }
 
 // waitRows waits until the sink holds n rows (each delivery signals got).
@@ -338,18 +357,7 @@ func TestSpoolRepeatFlags(t *testing.T) {
 	// "device:flags" with one t/f per row in delivery order.
 	flags := func() string {
 		t.Helper()
-		sink.mu.Lock()
-		sink.rows, sink.repeat = nil, nil
-		sink.mu.Unlock()
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
-		per := map[uuid.UUID]string{}
-		for i, r := range sink.rows {
-			per[r.EntityID] += map[bool]string{true: "t", false: "f"}[sink.repeat[i]]
-		}
+		per := sink.flush(t, s)
 		return "a:" + per[a] + " b:" + per[b]
 	}
 	write := func(repeats ...uuid.UUID) {

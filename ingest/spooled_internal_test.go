@@ -97,22 +97,7 @@ func TestSpooledWriteRepeats(t *testing.T) {
 	a, b := uuid.New(), uuid.New()
 	latest := &memLatest{repeats: []uuid.UUID{b}}
 	w := &Spooled{Spool: spool, LatestStore: latest}
-	flags := func() map[uuid.UUID]string {
-		t.Helper()
-		sink.mu.Lock()
-		sink.rows, sink.repeat = nil, nil
-		sink.mu.Unlock()
-		if err := spool.Flush(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
-		out := map[uuid.UUID]string{}
-		for i, r := range sink.rows {
-			out[r.EntityID] += map[bool]string{true: "t", false: "f"}[sink.repeat[i]]
-		}
-		return out
-	}
+	flags := func() map[uuid.UUID]string { t.Helper(); return sink.flush(t, spool) }
 	if err := w.Write(t.Context(), append(testRows(a, 0, 2), testRows(b, 0, 2)...)); err != nil {
 		t.Fatal(err)
 	}
