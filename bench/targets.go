@@ -94,7 +94,11 @@ func StartBaseline() (*Target, error) {
 // fresh temporary folder. Telemetry goes to the demo device, or with devices > 1 to
 // that many devices created for the run.
 func StartSluice(devices int) (*Target, error) {
-	return startNode("sluice embedded", devices, nil, nil)
+	return startNode("sluice embedded", devices, func(c *config.Config) {
+		// The environment may name ClickHouse and Redis for the other target.
+		d := config.Default()
+		c.ClickHouse, c.Redis = d.ClickHouse, d.Redis
+	}, nil)
 }
 
 // StartSluiceProduction starts a node in-process on ClickHouse at chAddr and Redis at
@@ -134,7 +138,12 @@ func startNode(name string, devices int, tweak func(*config.Config), drop func()
 	if err != nil {
 		return nil, err
 	}
-	cfg := config.Default()
+	// The node's settings from the environment, as the binary takes them
+	// (SLUICE_SPOOL_SHARDS=2, …), to measure other configurations.
+	cfg, err := config.Load("", os.Environ())
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
 	cfg.HTTP.BindAddress, cfg.HTTP.BindPort = "127.0.0.1", 0
 	cfg.Data.Dir, cfg.Data.Demo = dir, true
 	if tweak != nil {
