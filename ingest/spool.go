@@ -102,16 +102,23 @@ type lane struct {
 	failed bool
 
 	// pending holds the verdicts of records written by WritePending, by
-	// sequence number, from just before their commit until their delivery.
+	// sequence number, from just before their commit until Resolve says all
+	// their rows may repeat (what the record itself says) or until their
+	// delivery. At most maxPending are kept: past that, during a long
+	// ClickHouse outage, a record goes with what it says.
 	pendMu  sync.Mutex
 	pending map[uint64]*verdict
 }
 
-// verdict is what Resolve said of a pending record.
+// maxPending bounds a lane's verdicts in memory (about 100 bytes each); a
+// variable for tests.
+var maxPending = 1 << 16
+
+// verdict is what Resolve said of a pending record: the devices whose rows may
+// repeat, the others' rows being new points.
 type verdict struct {
 	resolved bool
-	all      bool        // every row may repeat
-	repeats  []uuid.UUID // else the devices whose rows may
+	repeats  []uuid.UUID
 }
 
 // Pending is the records of one WritePending, waiting for Resolve.
@@ -216,8 +223,9 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row, repeats []uuid.UUID
 // WritePending is Write for a writer that learns which rows repeat earlier points
 // only while the spool's sync runs (Spooled asks Redis at the same time): the
 // records are durable when it returns, but their rows are not delivered before
-// Resolve says which may repeat. A record left unresolved by a process that
-// stopped is delivered by the next one with every row as a possible repeat.
+// Resolve says which may repeat. The records on disk say every row may, which
+// is how a process that stopped before Resolve, or a lane holding maxPending
+// verdicts already, delivers them.
 func (s *Spool) WritePending(_ context.Context, rows []storage.Row) (Pending, error) {
 	return s.write(rows, nil, true)
 }
@@ -229,8 +237,10 @@ func (s *Spool) WritePending(_ context.Context, rows []storage.Row) (Pending, er
 func (s *Spool) Resolve(p Pending, repeats []uuid.UUID, all bool) {
 	for _, r := range p.recs {
 		r.lane.pendMu.Lock()
-		if v := r.lane.pending[r.seq]; v != nil {
-			v.resolved, v.all, v.repeats = true, all, repeats
+		if all {
+			delete(r.lane.pending, r.seq) // the record says so itself
+		} else if v := r.lane.pending[r.seq]; v != nil {
+			v.resolved, v.repeats = true, repeats
 		}
 		r.lane.pendMu.Unlock()
 		if r.lane.rows.Load() >= int64(s.cfg.BatchRows) {
@@ -263,7 +273,7 @@ func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pe
 		shardRepeats[k] = append(shardRepeats[k], id)
 	}
 	for shard, p := range parts {
-		total += recordSize(p, shardRepeats[shard]) + 9
+		total += recordSize(p, shardRepeats[shard], pending) + 9
 	}
 	b := s.db.NewBatchWithSize(total + 64)
 	defer b.Close()
@@ -273,12 +283,12 @@ func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pe
 			continue
 		}
 		// Encode straight into the batch's buffer: no intermediate copy.
-		n := recordSize(part, shardRepeats[shard])
+		n := recordSize(part, shardRepeats[shard], pending)
 		op := b.SetDeferred(9, n)
 		op.Key[0] = byte(shard)
 		seq := s.seq.Add(1) - 1
 		binary.BigEndian.PutUint64(op.Key[1:], seq)
-		op.Value = appendRecord(op.Value[:0], part, shardRepeats[shard])
+		op.Value = appendRecord(op.Value[:0], part, shardRepeats[shard], pending)
 		if len(op.Value) != n {
 			return p, fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
 		}
@@ -289,9 +299,11 @@ func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pe
 			// record without its (unresolved) verdict.
 			l := s.lanes[shard]
 			l.pendMu.Lock()
-			l.pending[seq] = &verdict{}
+			if len(l.pending) < maxPending {
+				l.pending[seq] = &verdict{}
+				p.recs = append(p.recs, pendingRecord{l, seq})
+			}
 			l.pendMu.Unlock()
-			p.recs = append(p.recs, pendingRecord{l, seq})
 		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -433,16 +445,20 @@ func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
 		}
 		from := len(rows)
 		var ids []uuid.UUID
-		var legacy bool
-		if rows, ids, legacy, err = decodeRecord(rows, l.ids[:0], it.Value(), &l.names); err != nil {
+		var all bool
+		if rows, ids, all, err = decodeRecord(rows, l.ids[:0], it.Value(), &l.names); err != nil {
 			it.Close()
 			return false, err
 		}
 		l.ids = ids
-		// A row may repeat one the sink has when its writer said so, when a
-		// previous process may have delivered its record before it crashed, or
-		// when a failed delivery may have delivered part of this one.
-		all := l.failed || legacy || seq < s.replayed || (pending && (said.all || !said.resolved))
+		// A row may repeat one the sink has when its record or its writer's
+		// verdict says so, when a previous process may have delivered its record
+		// before it crashed, or when a failed delivery may have delivered part
+		// of this one.
+		if pending && said.resolved {
+			all = false // the verdict is narrower than the record
+		}
+		all = all || l.failed || seq < s.replayed
 		for i := from; i < len(rows); i++ {
 			e := rows[i].EntityID
 			repeat = append(repeat, all || slices.Contains(ids, e) || slices.Contains(said.repeats, e))
@@ -526,8 +542,11 @@ func (s *Spool) Close(ctx context.Context) error {
 }
 
 // recordSize is the exact length appendRecord will produce.
-func recordSize(rows []storage.Row, repeats []uuid.UUID) int {
-	n := 1 + uvarintLen(uint64(len(repeats))) + 16*len(repeats) + uvarintLen(uint64(len(rows)))
+func recordSize(rows []storage.Row, repeats []uuid.UUID, all bool) int {
+	n := 1 + uvarintLen(uint64(len(rows)))
+	if !all {
+		n += uvarintLen(uint64(len(repeats))) + 16*len(repeats)
+	}
 	for i := range rows {
 		r := &rows[i]
 		n += 32 + varintLen(r.Ts) + uvarintLen(uint64(len(r.Key))) + len(r.Key) + 1

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,9 +116,9 @@ func TestSpoolRecordRoundTrip(t *testing.T) {
 		{EntityID: id, Entry: kv.Entry{Ts: 8, Key: "j", Value: kv.JSONValue(`{"a":[1]}`)}},
 	}
 	repeats := []uuid.UUID{id, uuid.New()}
-	rec := appendRecord(nil, rows, repeats)
-	if len(rec) != recordSize(rows, repeats) {
-		t.Fatalf("recordSize %d, encoded %d", recordSize(rows, repeats), len(rec))
+	rec := appendRecord(nil, rows, repeats, false)
+	if len(rec) != recordSize(rows, repeats, false) {
+		t.Fatalf("recordSize %d, encoded %d", recordSize(rows, repeats, false), len(rec))
 	}
 	got, ids, legacy, err := decodeRecord(nil, nil, rec, nil)
 	if err != nil {
@@ -141,9 +142,14 @@ func TestSpoolRecordRoundTrip(t *testing.T) {
 	if unsafe.StringData(again[0].Key) != unsafe.StringData(got[0].Key) {
 		t.Fatal("a key name seen before was copied again")
 	}
-	// A version 1 record (no repeats list) decodes as legacy: all rows may repeat.
-	v2 := appendRecord(nil, rows, nil)
-	v1 := append([]byte{recordVersionLegacy}, v2[2:]...)
+	// A version 1 record (no repeats list): all rows may repeat.
+	v1 := appendRecord(nil, rows, nil, true)
+	if len(v1) != recordSize(rows, nil, true) {
+		t.Fatalf("recordSize of version 1 %d, encoded %d", recordSize(rows, nil, true), len(v1))
+	}
+	if v2 := appendRecord(nil, rows, nil, false); !bytes.Equal(v1[1:], v2[2:]) {
+		t.Fatal("version 1 is not version 2 without its repeats list")
+	}
 	got, ids, legacy, err = decodeRecord(nil, nil, v1, nil)
 	if err != nil || !legacy || ids != nil || fmt.Sprint(got) != fmt.Sprint(rows) {
 		t.Fatalf("version 1: %v %v %v %v", got, ids, legacy, err)
@@ -172,9 +178,9 @@ func FuzzSpoolRecord(f *testing.F) {
 	f.Add(appendRecord(nil, []storage.Row{
 		{EntityID: id, Entry: kv.Entry{Ts: 1, Key: "t", Value: kv.DoubleValue(21.5)}},
 		{EntityID: id, Entry: kv.Entry{Ts: 2, Key: "t", Value: kv.StringValue("x")}},
-	}, []uuid.UUID{id}))
+	}, []uuid.UUID{id}, false))
 	f.Add([]byte{recordVersion, 0, 0})
-	f.Add([]byte{recordVersionLegacy, 0})
+	f.Add([]byte{recordAllRepeat, 0})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var names nameTable
 		plain, ids, legacy, err := decodeRecord(nil, nil, rec, nil)
@@ -191,8 +197,8 @@ func FuzzSpoolRecord(f *testing.F) {
 		if legacy && ids != nil {
 			t.Fatalf("a version 1 record with repeats %v", ids)
 		}
-		back, backIDs, _, err := decodeRecord(nil, nil, appendRecord(nil, plain, ids), nil)
-		if err != nil || fmt.Sprint(back) != fmt.Sprint(plain) || fmt.Sprint(backIDs) != fmt.Sprint(ids) {
+		back, backIDs, backAll, err := decodeRecord(nil, nil, appendRecord(nil, plain, ids, legacy), nil)
+		if err != nil || fmt.Sprint(back) != fmt.Sprint(plain) || fmt.Sprint(backIDs) != fmt.Sprint(ids) || backAll != legacy {
 			t.Fatalf("re-encoded: %v %v, %v", back, backIDs, err)
 		}
 	})
@@ -291,7 +297,7 @@ func BenchmarkSpoolWrite100(b *testing.B) {
 	defer s.Close(context.Background())
 	rows := testRows(uuid.New(), 0, 100)
 	b.ReportAllocs()
-	b.SetBytes(int64(recordSize(rows, nil)))
+	b.SetBytes(int64(recordSize(rows, nil, false)))
 	for b.Loop() {
 		if err := s.Write(context.Background(), rows, nil); err != nil {
 			b.Fatal(err)
@@ -471,8 +477,26 @@ func TestSpoolPending(t *testing.T) {
 		t.Fatalf("flushed unresolved: %s, want tttt", got)
 	}
 	s.lanes[0].pendMu.Lock()
-	defer s.lanes[0].pendMu.Unlock()
-	if n := len(s.lanes[0].pending); n != 0 {
+	n := len(s.lanes[0].pending)
+	s.lanes[0].pendMu.Unlock()
+	if n != 0 {
 		t.Fatalf("%d verdicts kept after delivery", n)
+	}
+
+	// Past maxPending verdicts a record is not held: it goes as it says, every
+	// row a possible repeat, without waiting for Resolve.
+	defer func(m int) { maxPending = m }(maxPending)
+	maxPending = 1
+	held, err := s.WritePending(ctx, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WritePending(ctx, rows); err != nil { // one over the bound
+		t.Fatal(err)
+	}
+	s.Resolve(held, nil, false)
+	sink.waitRows(t, 20)
+	if got := flags(12); got != "fffftttt" {
+		t.Fatalf("resolved, then one past the bound: %s, want fffftttt", got)
 	}
 }
