@@ -21,9 +21,11 @@ run: build
 	SLUICE_DEMO=true ./bin/sluice
 
 # vet, formatting, the race-enabled test suite, then a short run of every fuzz target.
+# apitest alone takes about 6 minutes under -race on a 2-core machine and past 10 (go
+# test's default limit per package) while the other packages run beside it.
 test: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
 
 # The crash and outage tests alone: kill -9 of the real binary under load from the
