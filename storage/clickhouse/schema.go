@@ -28,6 +28,8 @@ import (
 // so merges and FINAL keep the newest ts; on equal lver ReplacingMergeTree keeps
 // the row inserted last, which is the contract's "later write wins". It is not
 // partitioned: rows of one key must meet in one partition to replace each other.
+// In production latest values live in Redis and the spool delivers with
+// WriteHistory, which leaves this table out.
 //
 // telemetry_deletes holds tombstones. 18.16 has ALTER TABLE … DELETE, but a
 // mutation is asynchronous (no mutations_sync before 19.x: polling
