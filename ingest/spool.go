@@ -28,8 +28,8 @@ var ErrSpoolFull = errors.New("telemetry spool is full: the history store is not
 // spool forgetting it replays the delivery, and must not keep rows or mayRepeat
 // after it returns: the spool reuses them for the next delivery. mayRepeat[i]
 // tells whether rows[i] may repeat a point the sink already has (the same entity,
-// key and ts): the writer said so (Spool.Write's repeats), or the delivery is a
-// retry or a replay; nil means every row may.
+// key and ts): the writer did not say otherwise (Spool.Resolve), or the delivery
+// is a retry; nil means every row may.
 type Sink interface {
 	WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) error
 }
@@ -71,7 +71,6 @@ type Spool struct {
 	log  *slog.Logger
 
 	seq       atomic.Uint64 // sequence number of the next record, over all shards
-	replayed  uint64        // records below this sequence number were left by an earlier process
 	bytes     atomic.Int64  // undelivered bytes, over all shards (MaxBytes applies to it)
 	lanes     []*lane
 	quit      chan struct{}
@@ -94,7 +93,6 @@ type lane struct {
 	// cycles the ClickHouse cells' tail latency (bench/RESULTS.md).
 	scratch []storage.Row
 	repeat  []bool
-	ids     []uuid.UUID
 	keys    [][9]byte
 	names   nameTable
 	// failed is set when a delivery fails: the next one may repeat rows the
@@ -103,9 +101,9 @@ type lane struct {
 
 	// pending holds the verdicts of records written by WritePending, by
 	// sequence number, from just before their commit until Resolve says all
-	// their rows may repeat (what the record itself says) or until their
-	// delivery. At most maxPending are kept: past that, during a long
-	// ClickHouse outage, a record goes with what it says.
+	// their rows may repeat (what a record without a verdict means) or until
+	// their delivery. At most maxPending are kept: past that, during a long
+	// ClickHouse outage, a record goes without one.
 	pendMu  sync.Mutex
 	pending map[uint64]*verdict
 }
@@ -189,7 +187,7 @@ func (s *Spool) recover() error {
 		if len(k) != 9 {
 			return fmt.Errorf("telemetry spool: unexpected key %x", k)
 		}
-		if rows, _, _, err = decodeRecord(rows[:0], nil, v, nil); err != nil {
+		if rows, err = decodeRecord(rows[:0], v, nil); err != nil {
 			return fmt.Errorf("telemetry spool record %x: %w", k, err)
 		}
 		if int(k[0]) >= len(s.lanes) {
@@ -200,7 +198,6 @@ func (s *Spool) recover() error {
 		maxSeq = max(maxSeq, binary.BigEndian.Uint64(k[1:])+1)
 	}
 	s.seq.Store(maxSeq)
-	s.replayed = maxSeq
 	return it.Error()
 }
 
@@ -211,23 +208,23 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 }
 
 // Write appends rows durably: one record per shard that the rows' devices map to,
-// all in one synced batch. repeats lists the devices whose rows may repeat points
-// written before (ingest.LatestStore.UpdateLatest tells); the rows of every other
-// device are delivered as new points. It returns ErrSpoolFull when the
-// undelivered data has reached MaxBytes, and storage.ErrUnavailable after Close.
-func (s *Spool) Write(_ context.Context, rows []storage.Row, repeats []uuid.UUID) error {
-	_, err := s.write(rows, repeats, false)
+// all in one synced batch. Every row is delivered as a possible repeat of a point
+// written before, unless WritePending and Resolve say otherwise. It returns
+// ErrSpoolFull when the undelivered data has reached MaxBytes, and
+// storage.ErrUnavailable after Close.
+func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
+	_, err := s.write(rows, false)
 	return err
 }
 
 // WritePending is Write for a writer that learns which rows repeat earlier points
 // only while the spool's sync runs (Spooled asks Redis at the same time): the
 // records are durable when it returns, but their rows are not delivered before
-// Resolve says which may repeat. The records on disk say every row may, which
-// is how a process that stopped before Resolve, or a lane holding maxPending
-// verdicts already, delivers them.
+// Resolve says which may repeat. The verdict lives in memory: records a process
+// left behind when it stopped, or written while a lane holds maxPending verdicts
+// already, go as Write's do.
 func (s *Spool) WritePending(_ context.Context, rows []storage.Row) (Pending, error) {
-	return s.write(rows, nil, true)
+	return s.write(rows, true)
 }
 
 // Resolve gives the verdict on the records of a WritePending: repeats lists the
@@ -238,7 +235,7 @@ func (s *Spool) Resolve(p Pending, repeats []uuid.UUID, all bool) {
 	for _, r := range p.recs {
 		r.lane.pendMu.Lock()
 		if all {
-			delete(r.lane.pending, r.seq) // the record says so itself
+			delete(r.lane.pending, r.seq) // what a record without a verdict means
 		} else if v := r.lane.pending[r.seq]; v != nil {
 			v.resolved, v.repeats = true, repeats
 		}
@@ -256,7 +253,7 @@ func (l *lane) wakeUp() {
 	}
 }
 
-func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pending, error) {
+func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	var p Pending
 	if len(rows) == 0 {
 		return p, nil
@@ -266,14 +263,8 @@ func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pe
 	}
 	parts := s.split(rows)
 	total := 0
-	// Each record lists the repeating devices of its own shard.
-	shardRepeats := make([][]uuid.UUID, len(parts))
-	for _, id := range repeats {
-		k := s.shardOf(id)
-		shardRepeats[k] = append(shardRepeats[k], id)
-	}
-	for shard, p := range parts {
-		total += recordSize(p, shardRepeats[shard], pending) + 9
+	for _, p := range parts {
+		total += recordSize(p) + 9
 	}
 	b := s.db.NewBatchWithSize(total + 64)
 	defer b.Close()
@@ -283,12 +274,12 @@ func (s *Spool) write(rows []storage.Row, repeats []uuid.UUID, pending bool) (Pe
 			continue
 		}
 		// Encode straight into the batch's buffer: no intermediate copy.
-		n := recordSize(part, shardRepeats[shard], pending)
+		n := recordSize(part)
 		op := b.SetDeferred(9, n)
 		op.Key[0] = byte(shard)
 		seq := s.seq.Add(1) - 1
 		binary.BigEndian.PutUint64(op.Key[1:], seq)
-		op.Value = appendRecord(op.Value[:0], part, shardRepeats[shard], pending)
+		op.Value = appendRecord(op.Value[:0], part)
 		if len(op.Value) != n {
 			return p, fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
 		}
@@ -444,24 +435,17 @@ func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
 			break
 		}
 		from := len(rows)
-		var ids []uuid.UUID
-		var all bool
-		if rows, ids, all, err = decodeRecord(rows, l.ids[:0], it.Value(), &l.names); err != nil {
+		if rows, err = decodeRecord(rows, it.Value(), &l.names); err != nil {
 			it.Close()
 			return false, err
 		}
-		l.ids = ids
-		// A row may repeat one the sink has when its record or its writer's
-		// verdict says so, when a previous process may have delivered its record
-		// before it crashed, or when a failed delivery may have delivered part
-		// of this one.
-		if pending && said.resolved {
-			all = false // the verdict is narrower than the record
-		}
-		all = all || l.failed || seq < s.replayed
+		// A row may repeat one the sink has unless its writer's verdict says it
+		// is new (a record without one: Write's, a previous process's, which may
+		// have delivered it before it crashed) or when a failed delivery may have
+		// delivered part of this one.
+		all := !said.resolved || l.failed
 		for i := from; i < len(rows); i++ {
-			e := rows[i].EntityID
-			repeat = append(repeat, all || slices.Contains(ids, e) || slices.Contains(said.repeats, e))
+			repeat = append(repeat, all || slices.Contains(said.repeats, rows[i].EntityID))
 		}
 		keys = append(keys, [9]byte(it.Key()))
 		bytes += int64(len(it.Value()))
@@ -542,11 +526,8 @@ func (s *Spool) Close(ctx context.Context) error {
 }
 
 // recordSize is the exact length appendRecord will produce.
-func recordSize(rows []storage.Row, repeats []uuid.UUID, all bool) int {
+func recordSize(rows []storage.Row) int {
 	n := 1 + uvarintLen(uint64(len(rows)))
-	if !all {
-		n += uvarintLen(uint64(len(repeats))) + 16*len(repeats)
-	}
 	for i := range rows {
 		r := &rows[i]
 		n += 32 + varintLen(r.Ts) + uvarintLen(uint64(len(r.Key))) + len(r.Key) + 1

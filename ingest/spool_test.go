@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,44 +114,31 @@ func TestSpoolRecordRoundTrip(t *testing.T) {
 		{EntityID: id, Entry: kv.Entry{Ts: 7, Key: "héllo", Value: kv.StringValue("wörld\x00")}},
 		{EntityID: id, Entry: kv.Entry{Ts: 8, Key: "j", Value: kv.JSONValue(`{"a":[1]}`)}},
 	}
-	repeats := []uuid.UUID{id, uuid.New()}
-	rec := appendRecord(nil, rows, repeats, false)
-	if len(rec) != recordSize(rows, repeats, false) {
-		t.Fatalf("recordSize %d, encoded %d", recordSize(rows, repeats, false), len(rec))
+	rec := appendRecord(nil, rows)
+	if len(rec) != recordSize(rows) {
+		t.Fatalf("recordSize %d, encoded %d", recordSize(rows), len(rec))
 	}
-	got, ids, legacy, err := decodeRecord(nil, nil, rec, nil)
+	got, err := decodeRecord(nil, rec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(got) != fmt.Sprint(rows) || fmt.Sprint(ids) != fmt.Sprint(repeats) || legacy {
-		t.Fatalf("round trip:\n%v %v %v\n%v %v", got, ids, legacy, rows, repeats)
+	if fmt.Sprint(got) != fmt.Sprint(rows) {
+		t.Fatalf("round trip:\n%v\n%v", got, rows)
 	}
 	for cut := range len(rec) {
-		if _, _, _, err := decodeRecord(nil, nil, rec[:cut], nil); err == nil {
+		if _, err := decodeRecord(nil, rec[:cut], nil); err == nil {
 			t.Fatalf("truncated record of %d bytes decoded", cut)
 		}
 	}
 	// With a name table, the same rows; a name seen before is the same string.
 	var names nameTable
-	got, _, _, err = decodeRecord(nil, nil, rec, &names)
+	got, err = decodeRecord(nil, rec, &names)
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(rows) {
 		t.Fatalf("with names: %v, %v", got, err)
 	}
-	again, _, _, _ := decodeRecord(nil, nil, rec, &names)
+	again, _ := decodeRecord(nil, rec, &names)
 	if unsafe.StringData(again[0].Key) != unsafe.StringData(got[0].Key) {
 		t.Fatal("a key name seen before was copied again")
-	}
-	// A version 1 record (no repeats list): all rows may repeat.
-	v1 := appendRecord(nil, rows, nil, true)
-	if len(v1) != recordSize(rows, nil, true) {
-		t.Fatalf("recordSize of version 1 %d, encoded %d", recordSize(rows, nil, true), len(v1))
-	}
-	if v2 := appendRecord(nil, rows, nil, false); !bytes.Equal(v1[1:], v2[2:]) {
-		t.Fatal("version 1 is not version 2 without its repeats list")
-	}
-	got, ids, legacy, err = decodeRecord(nil, nil, v1, nil)
-	if err != nil || !legacy || ids != nil || fmt.Sprint(got) != fmt.Sprint(rows) {
-		t.Fatalf("version 1: %v %v %v %v", got, ids, legacy, err)
 	}
 }
 
@@ -178,13 +164,12 @@ func FuzzSpoolRecord(f *testing.F) {
 	f.Add(appendRecord(nil, []storage.Row{
 		{EntityID: id, Entry: kv.Entry{Ts: 1, Key: "t", Value: kv.DoubleValue(21.5)}},
 		{EntityID: id, Entry: kv.Entry{Ts: 2, Key: "t", Value: kv.StringValue("x")}},
-	}, []uuid.UUID{id}, false))
-	f.Add([]byte{recordVersion, 0, 0})
-	f.Add([]byte{recordAllRepeat, 0})
+	}))
+	f.Add([]byte{recordVersion, 0})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var names nameTable
-		plain, ids, legacy, err := decodeRecord(nil, nil, rec, nil)
-		interned, _, _, ierr := decodeRecord(nil, nil, rec, &names)
+		plain, err := decodeRecord(nil, rec, nil)
+		interned, ierr := decodeRecord(nil, rec, &names)
 		if (err == nil) != (ierr == nil) {
 			t.Fatalf("errors differ: %v and %v", err, ierr)
 		}
@@ -194,12 +179,9 @@ func FuzzSpoolRecord(f *testing.F) {
 		if fmt.Sprint(plain) != fmt.Sprint(interned) {
 			t.Fatalf("rows differ:\n%v\n%v", plain, interned)
 		}
-		if legacy && ids != nil {
-			t.Fatalf("a version 1 record with repeats %v", ids)
-		}
-		back, backIDs, backAll, err := decodeRecord(nil, nil, appendRecord(nil, plain, ids, legacy), nil)
-		if err != nil || fmt.Sprint(back) != fmt.Sprint(plain) || fmt.Sprint(backIDs) != fmt.Sprint(ids) || backAll != legacy {
-			t.Fatalf("re-encoded: %v %v, %v", back, backIDs, err)
+		back, err := decodeRecord(nil, appendRecord(nil, plain), nil)
+		if err != nil || fmt.Sprint(back) != fmt.Sprint(plain) {
+			t.Fatalf("re-encoded: %v, %v", back, err)
 		}
 	})
 }
@@ -213,7 +195,7 @@ func TestSpoolDeliversInBatches(t *testing.T) {
 	defer s.Close(context.Background())
 	id := uuid.New()
 	for i := range 10 {
-		if err := s.Write(context.Background(), testRows(id, i*10, 10), nil); err != nil {
+		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,7 +214,7 @@ func TestSpoolFlushInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	s.Write(context.Background(), testRows(uuid.New(), 0, 3), nil)
+	s.Write(context.Background(), testRows(uuid.New(), 0, 3))
 	sink.waitRows(t, 3) // far below BatchRows: the interval delivers them
 }
 
@@ -249,7 +231,7 @@ func TestSpoolOutageAndRestart(t *testing.T) {
 	id := uuid.New()
 	written := 0
 	for {
-		err := s.Write(context.Background(), testRows(id, written, 10), nil)
+		err := s.Write(context.Background(), testRows(id, written, 10))
 		if errors.Is(err, ErrSpoolFull) {
 			break
 		}
@@ -284,7 +266,7 @@ func TestSpoolOutageAndRestart(t *testing.T) {
 	}
 	// Space is free again once the spool has forgotten what it delivered.
 	waitDrained(t, s)
-	if err := s.Write(context.Background(), testRows(id, written, 10), nil); err != nil {
+	if err := s.Write(context.Background(), testRows(id, written, 10)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -297,9 +279,9 @@ func BenchmarkSpoolWrite100(b *testing.B) {
 	defer s.Close(context.Background())
 	rows := testRows(uuid.New(), 0, 100)
 	b.ReportAllocs()
-	b.SetBytes(int64(recordSize(rows, nil, false)))
+	b.SetBytes(int64(recordSize(rows)))
 	for b.Loop() {
-		if err := s.Write(context.Background(), rows, nil); err != nil {
+		if err := s.Write(context.Background(), rows); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -325,7 +307,7 @@ func TestSpoolShardsKeepDeviceOrder(t *testing.T) {
 		for _, d := range devices {
 			rows = append(rows, storage.Row{EntityID: d, Entry: kv.Entry{Ts: 7, Key: "k", Value: kv.LongValue(int64(b))}})
 		}
-		if err := s.Write(context.Background(), rows, nil); err != nil {
+		if err := s.Write(context.Background(), rows); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -345,7 +327,7 @@ func TestSpoolShardsKeepDeviceOrder(t *testing.T) {
 }
 
 // TestSpoolRepeatFlags: a delivery flags the rows of the devices the writer
-// listed as repeats and no others; after a failed delivery the next one flags all
+// resolved as repeats and no others; after a failed delivery the next one flags all
 // of its rows (the sink may have taken part of the failed one), and so does the
 // delivery of records a previous process left (it may have delivered them just
 // before it stopped).
@@ -369,9 +351,11 @@ func TestSpoolRepeatFlags(t *testing.T) {
 	write := func(repeats ...uuid.UUID) {
 		t.Helper()
 		rows := append(testRows(a, 0, 2), testRows(b, 0, 2)...)
-		if err := s.Write(ctx, rows, repeats); err != nil {
+		p, err := s.WritePending(ctx, rows)
+		if err != nil {
 			t.Fatal(err)
 		}
+		s.Resolve(p, repeats, false)
 	}
 	write()
 	if got := flags(); got != "a:ff b:ff" {

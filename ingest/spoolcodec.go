@@ -14,34 +14,17 @@ import (
 
 // A spool record is one committed batch:
 //
-//	version byte (2) | repeats uvarint | entity (16) per repeat | row count uvarint | rows
+//	version byte (1) | row count uvarint | rows
 //	row: tenant (16) | entity (16) | ts varint | key uvarint-len + bytes | value
 //	value: type byte | bool 1 byte | long varint | double 8 bytes | string/JSON uvarint-len + bytes
 //
-// The repeats are the entities whose rows may repeat points written before
-// (Spool.Write). A record of version 1 has no repeats list: all of its rows may
-// repeat. Records from before repeats were known are such, and so are those of
-// Spool.WritePending, whose narrower verdict lives in memory until delivery.
 // Every field is self-delimiting, so a record decodes without outside lengths.
-const (
-	recordVersion   = 2
-	recordAllRepeat = 1
-)
+const recordVersion = 1
 
 var errBadRecord = errors.New("corrupt spool record")
 
-// appendRecord encodes rows with their repeats, or as a version 1 record (all
-// rows may repeat) when all is set.
-func appendRecord(dst []byte, rows []storage.Row, repeats []uuid.UUID, all bool) []byte {
-	if all {
-		dst = append(dst, recordAllRepeat)
-	} else {
-		dst = append(dst, recordVersion)
-		dst = binary.AppendUvarint(dst, uint64(len(repeats)))
-		for _, id := range repeats {
-			dst = append(dst, id[:]...)
-		}
-	}
+func appendRecord(dst []byte, rows []storage.Row) []byte {
+	dst = append(dst, recordVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(rows)))
 	for i := range rows {
 		r := &rows[i]
@@ -70,30 +53,18 @@ func appendRecord(dst []byte, rows []storage.Row, repeats []uuid.UUID, all bool)
 	return dst
 }
 
-// decodeRecord appends the rows of rec to dst and its repeats to ids; all is
-// true for a version 1 record, all of whose rows may repeat. Strings are copied:
-// rec belongs to the spool's iterator and is gone after the next step. Key names
-// are looked up in names first (nil: always copied), so a delivery of 100,000
-// rows of a few series does not allocate 100,000 copies of the same few names.
-func decodeRecord(dst []storage.Row, ids []uuid.UUID, rec []byte, names *nameTable) (_ []storage.Row, _ []uuid.UUID, all bool, _ error) {
+// decodeRecord appends the rows of rec to dst. Strings are copied: rec belongs to
+// the spool's iterator and is gone after the next step. Key names are looked up in
+// names first (nil: always copied), so a delivery of 100,000 rows of a few series
+// does not allocate 100,000 copies of the same few names.
+func decodeRecord(dst []storage.Row, rec []byte, names *nameTable) ([]storage.Row, error) {
 	d := decoder{b: rec, names: names}
-	switch d.byte() {
-	case recordAllRepeat:
-		all = true
-	case recordVersion:
-		k := d.uvarint()
-		if k > uint64(len(d.b))/16 {
-			return dst, ids, false, fmt.Errorf("%w: repeat count %d", errBadRecord, k)
-		}
-		for range k {
-			ids = append(ids, d.uuid())
-		}
-	default:
-		return dst, ids, false, fmt.Errorf("%w: unknown version", errBadRecord)
+	if d.byte() != recordVersion {
+		return dst, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	n := d.uvarint()
 	if n > uint64(len(rec)) { // every row takes more than one byte
-		return dst, ids, all, fmt.Errorf("%w: row count %d", errBadRecord, n)
+		return dst, fmt.Errorf("%w: row count %d", errBadRecord, n)
 	}
 	for range n {
 		var r storage.Row
@@ -112,17 +83,17 @@ func decodeRecord(dst []storage.Row, ids []uuid.UUID, rec []byte, names *nameTab
 		case kv.String, kv.JSON:
 			r.Value.Str = d.str()
 		default:
-			return dst, ids, all, fmt.Errorf("%w: value type %d", errBadRecord, r.Value.Type)
+			return dst, fmt.Errorf("%w: value type %d", errBadRecord, r.Value.Type)
 		}
 		if d.err != nil {
-			return dst, ids, all, d.err
+			return dst, d.err
 		}
 		dst = append(dst, r)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes", errBadRecord, len(d.b))
 	}
-	return dst, ids, all, d.err
+	return dst, d.err
 }
 
 // decoder reads fields off b; the first short read sets err and zeroes the rest.

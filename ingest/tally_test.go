@@ -98,7 +98,7 @@ func TestSpoolTally(t *testing.T) {
 	}
 	defer sp.Close(context.Background())
 	a := uuid.MustParse("aaaaaaaa-0000-4000-8000-000000000000")
-	if err := sp.Write(context.Background(), testRows(a, 0, 3), nil); err != nil {
+	if err := sp.Write(context.Background(), testRows(a, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if err := sp.Flush(context.Background()); err == nil {
