@@ -5,16 +5,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
-	"github.com/sluice-iot/sluice/internal/pebblelog"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -59,19 +61,34 @@ type SpoolConfig struct {
 
 // Spool is the local write-ahead spool in front of a history store that is
 // slower or less available than the local disk. Write makes rows durable on disk
-// (one synced Pebble batch per call: the ingest shards already group-commit) and
-// returns; a drainer delivers them to the sink in large batches, in the order they
-// were written, and forgets them only after the sink has them. When the sink is
-// down the spool grows and drains when it returns; on restart it drains what a
-// previous process left.
+// (appended to the spool's log and synced; concurrent writes share a sync) and
+// returns; a drainer per lane delivers them to the sink in large batches, in the
+// order they were written, and the log forgets them, a segment file at a time,
+// once every lane has delivered what the segment holds. When the sink is down the
+// spool grows and drains when it returns; on restart it drains what a previous
+// process left.
 type Spool struct {
 	cfg  SpoolConfig
-	db   *pebble.DB
 	sink Sink
 	log  *slog.Logger
+	done *cursors
 
-	seq       atomic.Uint64 // sequence number of the next record, over all shards
-	bytes     atomic.Int64  // undelivered bytes, over all shards (MaxBytes applies to it)
+	// wmu orders appends: sequence numbers, the segment being written, its
+	// rotation.
+	wmu      sync.Mutex
+	seq      uint64
+	active   *segment
+	activeID atomic.Uint64
+	closed   bool
+	// syncMu runs one fsync at a time; the writes waiting behind it usually
+	// find theirs covered when it is their turn (group commit).
+	syncMu  sync.Mutex
+	syncErr atomic.Pointer[error] // the first failed sync: the spool takes no more writes
+
+	segMu sync.RWMutex
+	segs  []*segment // oldest first, the active one last
+
+	bytes     atomic.Int64 // undelivered record bytes, over all lanes (MaxBytes applies to it)
 	lanes     []*lane
 	quit      chan struct{}
 	wg        sync.WaitGroup
@@ -79,13 +96,23 @@ type Spool struct {
 	delivered atomic.Int64 // rows delivered since start, for tests and metrics
 }
 
-// lane is one shard of the spool: its records are keys [shard byte | seq], and one
-// drainer delivers them in order.
+// lane is one shard of the spool: a device's records always go to the same lane,
+// and one drainer delivers a lane's records in order. Every lane reads the one
+// log, passing over the other lanes' records.
 type lane struct {
 	shard     byte
-	rows      atomic.Int64 // undelivered rows of this shard
+	rows      atomic.Int64 // undelivered rows of this lane
 	wake      chan struct{}
 	deliverMu sync.Mutex // one delivery at a time: the drainer, Flush or Close
+
+	// Under deliverMu: pos is the first record the lane has not delivered (or
+	// passed over), done the sequence number below which its records are
+	// delivered (what a previous process delivered is skipped on restart), rd
+	// its read-ahead buffer. posSeg publishes pos.seg for segment removal.
+	pos    position
+	done   uint64
+	rd     reader
+	posSeg atomic.Uint64
 
 	// Scratch of deliverOnce, reused under deliverMu: a delivery decodes up to
 	// BatchRows rows, and allocating them anew each time (with every key name
@@ -93,7 +120,7 @@ type lane struct {
 	// cycles the ClickHouse cells' tail latency (bench/RESULTS.md).
 	scratch []storage.Row
 	repeat  []bool
-	keys    [][9]byte
+	seqs    []uint64
 	names   nameTable
 	// failed is set when a delivery fails: the next one may repeat rows the
 	// sink took before the failure, so all of its rows may repeat.
@@ -129,7 +156,8 @@ type pendingRecord struct {
 	seq  uint64
 }
 
-// OpenSpool opens (or creates) the spool in cfg.Dir and starts its drainer.
+// OpenSpool opens (or creates) the spool in cfg.Dir and starts its drainers. A
+// spool left by a version that kept it in Pebble is moved into the log first.
 func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 1 << 30
@@ -148,21 +176,19 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{
-		Logger:                      pebblelog.Logger{L: log.With("component", "spool")},
-		MemTableSize:                16 << 20,
-		MemTableStopWritesThreshold: 4,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the telemetry spool in %s: %w", cfg.Dir, err)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create the telemetry spool folder: %w", err)
 	}
-	s := &Spool{cfg: cfg, db: db, sink: sink, log: log, quit: make(chan struct{})}
+	if err := migratePebble(cfg.Dir, log); err != nil {
+		return nil, fmt.Errorf("cannot move the telemetry spool in %s out of Pebble: %w", cfg.Dir, err)
+	}
+	s := &Spool{cfg: cfg, sink: sink, log: log, quit: make(chan struct{})}
 	for i := range cfg.Shards {
 		s.lanes = append(s.lanes, &lane{shard: byte(i), wake: make(chan struct{}, 1), pending: map[uint64]*verdict{}})
 	}
 	if err := s.recover(); err != nil {
-		db.Close()
-		return nil, err
+		s.closeFiles()
+		return nil, fmt.Errorf("cannot open the telemetry spool in %s: %w", cfg.Dir, err)
 	}
 	for _, l := range s.lanes {
 		s.wg.Add(1)
@@ -171,34 +197,114 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	return s, nil
 }
 
-// recover finds the next sequence number and what a previous process left. A
-// spool written with more shards than configured now is still drained: its extra
-// shards' records are delivered by the lane of shard % Shards.
+// recover reads what a previous process left: every segment up to its torn tail,
+// if any, counting the records the lanes have not delivered; then it starts a
+// new segment for this process's writes.
 func (s *Spool) recover() error {
-	it, err := s.db.NewIter(nil)
+	var err error
+	if s.done, err = openCursors(s.cfg.Dir); err != nil {
+		return err
+	}
+	for _, l := range s.lanes {
+		l.done = s.done.load(l.shard)
+		s.seq = max(s.seq, l.done) // a sequence number is never used twice, even after the log emptied
+	}
+	ids, err := listSegments(s.cfg.Dir)
 	if err != nil {
 		return err
 	}
-	defer it.Close()
-	var rows []storage.Row
-	var maxSeq uint64
-	for it.First(); it.Valid(); it.Next() {
-		k, v := it.Key(), it.Value()
-		if len(k) != 9 {
-			return fmt.Errorf("telemetry spool: unexpected key %x", k)
+	for _, id := range ids {
+		f, err := os.Open(filepath.Join(s.cfg.Dir, segName(id)))
+		if err != nil {
+			return err
 		}
-		if rows, err = decodeRecord(rows[:0], v, nil); err != nil {
-			return fmt.Errorf("telemetry spool record %x: %w", k, err)
+		seg := &segment{id: id, f: f}
+		s.segs = append(s.segs, seg)
+		valid, err := scanSegment(f, func(h recHeader, payload []byte) error {
+			if int(h.lane) >= len(s.lanes) {
+				return fmt.Errorf("it was written with more than %d shards; start with the earlier shard count to drain it", len(s.lanes))
+			}
+			s.seq = max(s.seq, h.seq+1)
+			l := s.lanes[h.lane]
+			if h.seq < l.done {
+				return nil
+			}
+			n, err := recordRows(payload)
+			if err != nil {
+				return fmt.Errorf("segment %s: %w", segName(id), err)
+			}
+			l.rows.Add(int64(n))
+			s.bytes.Add(int64(len(payload)))
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		if int(k[0]) >= len(s.lanes) {
-			return fmt.Errorf("telemetry spool in %s was written with more than %d shards; start with the earlier shard count to drain it", s.cfg.Dir, len(s.lanes))
-		}
-		s.bytes.Add(int64(len(v)))
-		s.lanes[k[0]].rows.Add(int64(len(rows)))
-		maxSeq = max(maxSeq, binary.BigEndian.Uint64(k[1:])+1)
+		seg.size = valid
+		seg.durable.Store(valid)
+		seg.sealed.Store(true)
 	}
-	s.seq.Store(maxSeq)
-	return it.Error()
+	next := uint64(1)
+	if len(ids) > 0 {
+		next = ids[len(ids)-1] + 1
+	}
+	if err := s.startSegment(next); err != nil {
+		return err
+	}
+	first := s.segs[0].id
+	for _, l := range s.lanes {
+		l.pos = position{seg: first}
+		l.posSeg.Store(first)
+	}
+	return nil
+}
+
+// startSegment creates segment id and makes it the one written.
+func (s *Spool) startSegment(id uint64) error {
+	f, err := os.OpenFile(filepath.Join(s.cfg.Dir, segName(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syncDir(s.cfg.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	seg := &segment{id: id, f: f}
+	s.segMu.Lock()
+	s.segs = append(s.segs, seg)
+	s.segMu.Unlock()
+	// Sealed only now that the next segment is listed: a lane at the old one's
+	// end finds where to go on.
+	if s.active != nil {
+		s.active.sealed.Store(true)
+	}
+	s.active = seg
+	s.activeID.Store(id)
+	return nil
+}
+
+// segmentAt returns the listed segment id, or nil.
+func (s *Spool) segmentAt(id uint64) *segment {
+	s.segMu.RLock()
+	defer s.segMu.RUnlock()
+	for _, seg := range s.segs {
+		if seg.id == id {
+			return seg
+		}
+	}
+	return nil
+}
+
+// segmentAfter returns the listed segment after id, or nil.
+func (s *Spool) segmentAfter(id uint64) *segment {
+	s.segMu.RLock()
+	defer s.segMu.RUnlock()
+	for _, seg := range s.segs {
+		if seg.id > id {
+			return seg
+		}
+	}
+	return nil
 }
 
 // shardOf maps a device to its lane with a hash that is stable across restarts,
@@ -207,10 +313,10 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 	return int(binary.BigEndian.Uint64(id[8:]) % uint64(len(s.lanes)))
 }
 
-// Write appends rows durably: one record per shard that the rows' devices map to,
-// all in one synced batch. Every row is delivered as a possible repeat of a point
-// written before, unless WritePending and Resolve say otherwise. It returns
-// ErrSpoolFull when the undelivered data has reached MaxBytes, and
+// Write appends rows durably: one record per lane that the rows' devices map to,
+// all in one append and one sync. Every row is delivered as a possible repeat of
+// a point written before, unless WritePending and Resolve say otherwise. It
+// returns ErrSpoolFull when the undelivered data has reached MaxBytes, and
 // storage.ErrUnavailable after Close.
 func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	_, err := s.write(rows, false)
@@ -253,6 +359,17 @@ func (l *lane) wakeUp() {
 	}
 }
 
+// writeBufs recycles the buffers records are encoded in.
+var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// part is one lane's record in a write's buffer.
+type part struct {
+	lane       int
+	rows       int
+	start, end int // header and payload in the buffer
+	crc        uint32
+}
+
 func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	var p Pending
 	if len(rows) == 0 {
@@ -261,34 +378,53 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	if s.Full() {
 		return p, ErrSpoolFull
 	}
-	parts := s.split(rows)
+	// Encode and checksum the payloads before taking the append lock; only the
+	// headers (sequence numbers) are filled under it.
+	byLane := s.split(rows)
 	total := 0
-	for _, p := range parts {
-		total += recordSize(p) + 9
+	for _, part := range byLane {
+		if len(part) > 0 {
+			total += recHeaderLen + recordSize(part)
+		}
 	}
-	b := s.db.NewBatchWithSize(total + 64)
-	defer b.Close()
-	var size int64
-	for shard, part := range parts {
-		if len(part) == 0 {
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	buf := slices.Grow((*bp)[:0], total)
+	var partsArr [8]part
+	parts := partsArr[:0]
+	for shard, rows := range byLane {
+		if len(rows) == 0 {
 			continue
 		}
-		// Encode straight into the batch's buffer: no intermediate copy.
-		n := recordSize(part)
-		op := b.SetDeferred(9, n)
-		op.Key[0] = byte(shard)
-		seq := s.seq.Add(1) - 1
-		binary.BigEndian.PutUint64(op.Key[1:], seq)
-		op.Value = appendRecord(op.Value[:0], part)
-		if len(op.Value) != n {
-			return p, fmt.Errorf("spool record size %d, want %d", len(op.Value), n)
+		start := len(buf)
+		buf = appendRecord(buf[:start+recHeaderLen], rows)
+		parts = append(parts, part{lane: shard, rows: len(rows), start: start, end: len(buf),
+			crc: crc32.Checksum(buf[start+recHeaderLen:], castagnoli)})
+	}
+	*bp = buf
+
+	s.wmu.Lock()
+	if err := s.writable(); err != nil {
+		s.wmu.Unlock()
+		return p, err
+	}
+	if s.active.size > 0 && s.active.size+int64(len(buf)) > segmentBytes {
+		if err := s.rotate(); err != nil {
+			s.wmu.Unlock()
+			return p, err
 		}
-		op.Finish()
-		size += int64(n)
+	}
+	seg := s.active
+	var size int64
+	for _, pt := range parts {
+		seq := s.seq
+		s.seq++
+		putHeader(buf[pt.start:pt.end], byte(pt.lane), seq, pt.crc)
+		size += int64(pt.end - pt.start - recHeaderLen)
 		if pending {
-			// Registered before the commit: a drainer must never see the
-			// record without its (unresolved) verdict.
-			l := s.lanes[shard]
+			// Registered before the record can be read: a drainer must never
+			// see it without its (unresolved) verdict.
+			l := s.lanes[pt.lane]
 			l.pendMu.Lock()
 			if len(l.pending) < maxPending {
 				l.pending[seq] = &verdict{}
@@ -297,24 +433,96 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 			l.pendMu.Unlock()
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	// A failed write leaves size where it was: the next write overwrites what
+	// it left, and recovery stops at a partial record anyway.
+	_, err := seg.f.WriteAt(buf, seg.size)
+	if err == nil {
+		seg.size += int64(len(buf))
+		// Counted with the append, under wmu: a lane that finds no rows under
+		// it knows none of its records lies ahead (lane.skip).
+		s.bytes.Add(size)
+		for _, pt := range parts {
+			s.lanes[pt.lane].rows.Add(int64(pt.rows))
+		}
+	}
+	end := seg.size
+	s.wmu.Unlock()
+	if err == nil {
+		err = s.sync(seg, end)
+	}
+	if err != nil {
 		for _, r := range p.recs {
 			r.lane.pendMu.Lock()
 			delete(r.lane.pending, r.seq)
 			r.lane.pendMu.Unlock()
 		}
-		if errors.Is(err, pebble.ErrClosed) {
-			return Pending{}, storage.ErrUnavailable
+		if errors.Is(err, storage.ErrUnavailable) {
+			return Pending{}, err
 		}
 		return Pending{}, fmt.Errorf("cannot write the telemetry spool: %w", err)
 	}
-	s.bytes.Add(size)
-	for shard, part := range parts {
-		if len(part) > 0 && s.lanes[shard].rows.Add(int64(len(part))) >= int64(s.cfg.BatchRows) && !pending {
-			s.lanes[shard].wakeUp()
+	for _, pt := range parts {
+		if l := s.lanes[pt.lane]; l.rows.Load() >= int64(s.cfg.BatchRows) && !pending {
+			l.wakeUp()
 		}
 	}
 	return p, nil
+}
+
+// writable tells why the spool takes no writes, if it does not; under wmu.
+func (s *Spool) writable() error {
+	if s.closed {
+		return storage.ErrUnavailable
+	}
+	if e := s.syncErr.Load(); e != nil {
+		return fmt.Errorf("a sync of the spool failed, so what it holds on disk is uncertain; restart the node (%w)", *e)
+	}
+	return nil
+}
+
+// rotate syncs and seals the active segment and starts the next; under wmu.
+func (s *Spool) rotate() error {
+	old := s.active
+	if err := syncData(old.f); err != nil {
+		s.syncErr.CompareAndSwap(nil, &err)
+		return err
+	}
+	storeMax(&old.durable, old.size)
+	return s.startSegment(old.id + 1)
+}
+
+// sync makes seg durable up to at least end. One sync runs at a time, covering
+// everything appended to seg before it started; a write that finds its bytes
+// covered by the time it gets the lock returns at once.
+func (s *Spool) sync(seg *segment, end int64) error {
+	if seg.durable.Load() >= end {
+		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if seg.durable.Load() >= end {
+		return nil
+	}
+	if e := s.syncErr.Load(); e != nil {
+		return *e
+	}
+	s.wmu.Lock()
+	target := seg.size
+	closed := s.closed
+	s.wmu.Unlock()
+	if closed {
+		return storage.ErrUnavailable
+	}
+	if err := syncData(seg.f); err != nil {
+		// After a failed fsync the kernel may have dropped the pages it could
+		// not write and report the next one clean: take no more writes (as
+		// Pebble and PostgreSQL do); a restart recovers what is on disk.
+		s.syncErr.CompareAndSwap(nil, &err)
+		s.log.Error("telemetry spool: fsync failed; refusing writes until restart", "err", err)
+		return err
+	}
+	storeMax(&seg.durable, target)
+	return nil
 }
 
 // Full reports whether the undelivered data has reached MaxBytes, so that Write
@@ -365,6 +573,9 @@ func (s *Spool) drain(l *lane) {
 		case <-l.wake:
 		case <-tick.C:
 		}
+		if l.rows.Load() == 0 && l.posSeg.Load() < s.activeID.Load() {
+			s.skip(l) // let the segments behind go
+		}
 		for l.rows.Load() > 0 {
 			// A large backlog drains batch after batch; stop between batches at
 			// Close, which makes one bounded last attempt itself.
@@ -373,10 +584,10 @@ func (s *Spool) drain(l *lane) {
 				return
 			default:
 			}
-			held, err := s.deliverOnce(l, false)
+			n, held, err := s.deliverOnce(l, false)
 			if err == nil {
 				backoff = 100 * time.Millisecond
-				if held || l.rows.Load() < int64(s.cfg.BatchRows) {
+				if n == 0 || held || l.rows.Load() < int64(s.cfg.BatchRows) {
 					break // the rest waits for the next tick or wake-up (Resolve wakes a held lane)
 				}
 				continue
@@ -394,19 +605,51 @@ func (s *Spool) drain(l *lane) {
 	}
 }
 
+// skip moves a lane with nothing to deliver to the end of the log, past the
+// other lanes' records, so that the segments behind it can go.
+func (s *Spool) skip(l *lane) {
+	l.deliverMu.Lock()
+	s.wmu.Lock()
+	if l.rows.Load() == 0 && !s.closed {
+		l.pos = position{seg: s.active.id, off: s.active.size}
+	}
+	s.wmu.Unlock()
+	l.posSeg.Store(l.pos.seg)
+	l.deliverMu.Unlock()
+	s.removeSegments()
+}
+
+// removeSegments deletes the segments every lane has gone past.
+func (s *Spool) removeSegments() {
+	low := uint64(math.MaxUint64)
+	for _, l := range s.lanes {
+		low = min(low, l.posSeg.Load())
+	}
+	s.segMu.Lock()
+	var gone []*segment
+	for len(s.segs) > 1 && s.segs[0].id < low && s.segs[0].sealed.Load() {
+		gone = append(gone, s.segs[0])
+		s.segs = s.segs[1:]
+	}
+	s.segMu.Unlock()
+	for _, seg := range gone {
+		seg.f.Close()
+		if err := os.Remove(filepath.Join(s.cfg.Dir, segName(seg.id))); err != nil {
+			s.log.Warn("telemetry spool: cannot remove a delivered segment", "segment", segName(seg.id), "err", err)
+		}
+	}
+}
+
 // deliverOnce sends up to about BatchRows rows from the lane's oldest records to
-// the sink and deletes those records. Deletes are not synced: after a crash the
-// worst case is a repeated delivery, which the sink tolerates. It stops before a
-// pending record not yet resolved (held), unless final: Close's last delivery
-// sends such a record with every row as a possible repeat.
-func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
+// the sink and moves the lane past them. The move is recorded without a sync:
+// after a power cut the worst case is a repeated delivery, which the sink
+// tolerates. It stops before a pending record not yet resolved (held), unless
+// final: Close's last delivery sends such a record with every row as a possible
+// repeat. n is the rows delivered.
+func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	l.deliverMu.Lock()
 	defer l.deliverMu.Unlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{l.shard}, UpperBound: upperBound(l.shard)})
-	if err != nil {
-		return false, err
-	}
-	rows, repeat, keys := l.scratch[:0], l.repeat[:0], l.keys[:0]
+	rows, repeat, seqs := l.scratch[:0], l.repeat[:0], l.seqs[:0]
 	if need := int(min(l.rows.Load(), int64(s.cfg.BatchRows))); cap(rows) < need {
 		// One allocation of the size this delivery will reach, not a cascade of
 		// appends growing to it.
@@ -414,17 +657,24 @@ func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
 	}
 	defer func() {
 		clear(rows) // value strings are the delivery's own; key names stay in l.names
-		l.scratch, l.repeat, l.keys = rows[:0], repeat[:0], keys[:0]
+		l.scratch, l.repeat, l.seqs = rows[:0], repeat[:0], seqs[:0]
 	}()
+	pos := l.pos
 	var bytes int64
-	for it.First(); it.Valid() && len(rows) < s.cfg.BatchRows; it.Next() {
-		if len(it.Key()) != 9 {
-			it.Close()
-			return false, fmt.Errorf("telemetry spool: unexpected key %x", it.Key())
+	for len(rows) < s.cfg.BatchRows {
+		h, payload, at, next, ok, err := s.record(&l.rd, pos)
+		if err != nil {
+			return 0, held, err
 		}
-		seq := binary.BigEndian.Uint64(it.Key()[1:])
+		if !ok {
+			break
+		}
+		if int(h.lane) != int(l.shard) || h.seq < l.done {
+			pos = next // another lane's, or delivered before a restart
+			continue
+		}
 		l.pendMu.Lock()
-		v, pending := l.pending[seq]
+		v, pending := l.pending[h.seq]
 		var said verdict
 		if pending {
 			said = *v
@@ -432,12 +682,12 @@ func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
 		l.pendMu.Unlock()
 		if pending && !said.resolved && !final {
 			held = true
+			pos = at
 			break
 		}
 		from := len(rows)
-		if rows, err = decodeRecord(rows, it.Value(), &l.names); err != nil {
-			it.Close()
-			return false, err
+		if rows, err = decodeRecord(rows, payload, &l.names); err != nil {
+			return 0, held, fmt.Errorf("telemetry spool record %d: %w", h.seq, err)
 		}
 		// A row may repeat one the sink has unless its writer's verdict says it
 		// is new (a record without one: Write's, a previous process's, which may
@@ -447,50 +697,41 @@ func (s *Spool) deliverOnce(l *lane, final bool) (held bool, err error) {
 		for i := from; i < len(rows); i++ {
 			repeat = append(repeat, all || slices.Contains(said.repeats, rows[i].EntityID))
 		}
-		keys = append(keys, [9]byte(it.Key()))
-		bytes += int64(len(it.Value()))
+		seqs = append(seqs, h.seq)
+		bytes += int64(len(payload))
+		pos = next
 	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return held, err
-	}
-	if len(keys) == 0 {
-		return held, nil
+	if len(seqs) == 0 {
+		l.pos = pos
+		l.posSeg.Store(pos.seg)
+		return 0, held, nil
 	}
 	if err := s.sink.WriteHistory(context.Background(), rows, repeat); err != nil {
 		spoolDeliverError.Inc()
 		l.failed = true
-		return held, err
+		return 0, held, err
 	}
 	spoolDelivered.Add(len(rows))
 	if s.cfg.Tally != nil {
 		s.cfg.Tally.Stored(rows)
 	}
-	b := s.db.NewBatch()
-	for i := range keys {
-		b.Delete(keys[i][:], nil)
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		l.failed = true // the records stay and go again
-		return held, err
-	}
 	l.failed = false
+	l.pos, l.done = pos, seqs[len(seqs)-1]+1
+	if err := s.done.store(l.shard, l.done); err != nil {
+		s.log.Warn("telemetry spool: cannot record a delivery; a restart repeats it", "err", err)
+	}
 	l.pendMu.Lock()
-	for i := range keys {
-		delete(l.pending, binary.BigEndian.Uint64(keys[i][1:]))
+	for _, seq := range seqs {
+		delete(l.pending, seq)
 	}
 	l.pendMu.Unlock()
 	s.bytes.Add(-bytes)
 	l.rows.Add(-int64(len(rows)))
 	s.delivered.Add(int64(len(rows)))
-	return held, nil
-}
-
-// upperBound is the first key past a shard's records.
-func upperBound(shard byte) []byte {
-	if shard == 255 {
-		return nil
+	if l.posSeg.Swap(pos.seg) != pos.seg {
+		s.removeSegments()
 	}
-	return []byte{shard + 1}
+	return len(rows), held, nil
 }
 
 // Flush delivers everything spooled so far, or returns the sink's error. A
@@ -501,8 +742,13 @@ func (s *Spool) Flush(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if _, err := s.deliverOnce(l, true); err != nil {
+			n, _, err := s.deliverOnce(l, true)
+			if err != nil {
 				return err
+			}
+			if n == 0 {
+				// Rows appended whose sync has not finished yet.
+				time.Sleep(time.Millisecond)
 			}
 		}
 	}
@@ -520,9 +766,27 @@ func (s *Spool) Close(ctx context.Context) error {
 			rows, _ := s.Depth()
 			s.log.Warn("telemetry spool: undelivered rows stay on disk for the next start", "rows", rows, "err", e)
 		}
-		err = s.db.Close()
+		s.syncMu.Lock() // no sync in flight on a file about to close
+		s.wmu.Lock()
+		s.closed = true
+		s.wmu.Unlock()
+		s.syncMu.Unlock()
+		err = s.closeFiles()
 	})
 	return err
+}
+
+func (s *Spool) closeFiles() error {
+	var errs []error
+	s.segMu.Lock()
+	for _, seg := range s.segs {
+		errs = append(errs, seg.f.Close())
+	}
+	s.segMu.Unlock()
+	if s.done != nil {
+		errs = append(errs, s.done.f.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // recordSize is the exact length appendRecord will produce.

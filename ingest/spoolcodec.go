@@ -206,3 +206,16 @@ func (d *decoder) str() string {
 	d.b = d.b[n:]
 	return s
 }
+
+// recordRows reads a record's row count without decoding its rows.
+func recordRows(rec []byte) (int, error) {
+	d := decoder{b: rec}
+	if d.byte() != recordVersion {
+		return 0, fmt.Errorf("%w: unknown version", errBadRecord)
+	}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(rec)) {
+		return 0, fmt.Errorf("%w: row count", errBadRecord)
+	}
+	return int(n), nil
+}
