@@ -46,7 +46,7 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	defer putColumns(lcols)
 	for i := range rows {
 		if newest[seriesKey{rows[i].EntityID, rows[i].Key}] == i {
-			lcols.add(&rows[i], cols.ver[i])
+			lcols.add(&rows[i], cols.base+uint64(i))
 		}
 	}
 	return s.insert(ctx, "telemetry_latest", insertLatest, lcols, true)
@@ -80,10 +80,12 @@ func (s *Store) writeHistory(ctx context.Context, rows []storage.Row, mayRepeat 
 	if err := s.markRepeats(ctx, rows, mayRepeat); err != nil {
 		return cols, err
 	}
-	base := s.clock.next(len(rows))
+	// Versions follow the rows' order (the later of two equal points wins);
+	// the columns follow the table's.
+	cols.base = s.clock.next(len(rows))
 	cols.grow(len(rows))
-	for i := range rows {
-		cols.add(&rows[i], base+uint64(i))
+	for _, i := range cols.sortOrder(rows) {
+		cols.add(&rows[i], cols.base+uint64(i))
 	}
 	return cols, s.insert(ctx, "telemetry", insertHistory, cols, false)
 }
@@ -222,6 +224,8 @@ type columns struct {
 	dblV           []float64
 	strV, jsonV    []string
 	newest         map[seriesKey]int
+	base           uint64 // version of the first row
+	orderer
 }
 
 var columnsPool = sync.Pool{New: func() any { return &columns{newest: map[seriesKey]int{}} }}
@@ -242,6 +246,9 @@ func (c *columns) reset() {
 	clear(c.strV[:cap(c.strV)])
 	clear(c.jsonV[:cap(c.jsonV)])
 	clear(c.newest)
+	clear(c.series[:cap(c.series)])
+	clear(c.index)
+	c.series = c.series[:0]
 }
 
 // grow makes room for n more rows in every column at once: a spool delivery is

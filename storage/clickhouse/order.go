@@ -1,0 +1,126 @@
+package clickhouse
+
+import (
+	"cmp"
+	"encoding/binary"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// Inserts are sent in the table's sort order, (entity_id, key, ts): ClickHouse
+// checks whether a block it is about to write as a part is already sorted
+// (18.16 too: the MergeTreeDataWriterBlocksAlreadySorted event) and then skips
+// its own sort, a permutation of every column that was about a tenth of the
+// server's CPU during a spool backlog (bench/RESULTS.md). A delivery is a few
+// series, each mostly in time order already, so ordering it here is a bucket
+// pass over its rows plus a sort of its series. If the order does not match
+// the server's, it sorts as before: nothing depends on it but speed.
+
+// series is one (entity, key) of a batch being ordered.
+type series struct {
+	key    seriesKey
+	rows   int   // rows in the batch, then the next free slot in the order
+	lastTs int64 // ts of its latest row so far
+	sorted bool  // its rows came in ts order
+}
+
+// orderer computes insert orders; its slices and map are reused between batches.
+type orderer struct {
+	series []series
+	index  map[seriesKey]int32
+	of     []int32 // series of each row
+	recent [8]int32
+	byKey  []int32
+	order  []int32
+}
+
+// compareEntity orders UUIDs as ClickHouse compares them: as a UInt128 whose
+// high half is the UUID's last 8 bytes (big-endian), then the first 8.
+func compareEntity(a, b uuid.UUID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8]))
+}
+
+// sortOrder returns the indexes of rows in (entity, key, ts) order; rows of one
+// series with equal ts keep their order. The slice is valid until the next call.
+func (o *orderer) sortOrder(rows []storage.Row) []int32 {
+	if o.index == nil {
+		o.index = map[seriesKey]int32{}
+	}
+	o.series, o.of = o.series[:0], o.of[:0]
+	clear(o.index)
+	recent := 0 // o.recent[:recent] are series seen lately, checked before the map
+	for i := range rows {
+		r := &rows[i]
+		s := int32(-1)
+		for _, c := range o.recent[:recent] {
+			if k := &o.series[c].key; k.entity == r.EntityID && k.key == r.Key {
+				s = c
+				break
+			}
+		}
+		if s < 0 {
+			k := seriesKey{r.EntityID, r.Key}
+			var ok bool
+			if s, ok = o.index[k]; !ok {
+				s = int32(len(o.series))
+				o.index[k] = s
+				o.series = append(o.series, series{key: k, lastTs: r.Ts, sorted: true})
+			}
+			if recent < len(o.recent) {
+				recent++
+			}
+			copy(o.recent[1:recent], o.recent[:recent-1])
+			o.recent[0] = s
+		}
+		sr := &o.series[s]
+		sr.rows++
+		if r.Ts < sr.lastTs {
+			sr.sorted = false
+		}
+		sr.lastTs = r.Ts
+		o.of = append(o.of, s)
+	}
+
+	// Series in order, then each one's first slot.
+	byKey := o.byKey[:0]
+	for i := range o.series {
+		byKey = append(byKey, int32(i))
+	}
+	o.byKey = byKey
+	slices.SortFunc(byKey, func(a, b int32) int {
+		x, y := &o.series[a].key, &o.series[b].key
+		if c := compareEntity(x.entity, y.entity); c != 0 {
+			return c
+		}
+		return strings.Compare(x.key, y.key)
+	})
+	next := 0
+	for _, s := range byKey {
+		n := o.series[s].rows
+		o.series[s].rows = next
+		next += n
+	}
+	o.order = slices.Grow(o.order[:0], len(rows))[:len(rows)]
+	for i, s := range o.of {
+		o.order[o.series[s].rows] = int32(i)
+		o.series[s].rows++
+	}
+	// A series whose rows were not in time order (a device sending older
+	// points, a batch out of order) gets sorted on its own.
+	start := 0
+	for _, s := range byKey {
+		end := o.series[s].rows
+		if !o.series[s].sorted {
+			slices.SortStableFunc(o.order[start:end], func(a, b int32) int { return cmp.Compare(rows[a].Ts, rows[b].Ts) })
+		}
+		start = end
+	}
+	return o.order
+}

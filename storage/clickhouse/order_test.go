@@ -1,0 +1,129 @@
+package clickhouse
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// shuffledRows is n rows of several devices and keys, in time order per series
+// but interleaved, with some series out of time order and repeated ts.
+func shuffledRows(n int) []storage.Row {
+	devices := make([]uuid.UUID, 7)
+	for i := range devices {
+		devices[i] = uuid.New()
+	}
+	keys := []string{"temperature", "t", "humidity", "b", "temp"}
+	rows := make([]storage.Row, n)
+	for i := range rows {
+		ts := int64(1_700_000_000_000 + i/3)
+		if i%11 == 0 {
+			ts -= 1000 // older points
+		}
+		rows[i] = storage.Row{EntityID: devices[rand.IntN(len(devices))], Entry: kv.Entry{
+			Ts: ts, Key: keys[rand.IntN(len(keys))], Value: kv.LongValue(int64(i))}}
+	}
+	return rows
+}
+
+func TestSortOrder(t *testing.T) {
+	var o orderer
+	for _, n := range []int{0, 1, 2, 100, 5000} {
+		rows := shuffledRows(n)
+		order := o.sortOrder(rows)
+		if len(order) != n {
+			t.Fatalf("%d rows, order of %d", n, len(order))
+		}
+		seen := make([]bool, n)
+		for j, i := range order {
+			if seen[i] {
+				t.Fatalf("row %d twice", i)
+			}
+			seen[i] = true
+			if j == 0 {
+				continue
+			}
+			a, b := &rows[order[j-1]], &rows[i]
+			c := compareEntity(a.EntityID, b.EntityID)
+			if c == 0 {
+				c = strings.Compare(a.Key, b.Key)
+			}
+			if c == 0 {
+				c = cmp.Compare(a.Ts, b.Ts)
+				if c == 0 && order[j-1] > i {
+					t.Fatalf("rows %d and %d of one point swapped: the later write must stay later", order[j-1], i)
+				}
+			}
+			if c > 0 {
+				t.Fatalf("position %d: row %d before row %d", j, order[j-1], i)
+			}
+		}
+	}
+}
+
+// TestCompareEntityIsServerOrder: UUIDs in compareEntity's order come back in
+// the same order from ClickHouse's ORDER BY.
+func TestCompareEntityIsServerOrder(t *testing.T) {
+	s := OpenTest(t)
+	ids := make([]uuid.UUID, 50)
+	for i := range ids {
+		ids[i] = uuid.New()
+		ids[i][rand.IntN(16)] = 0 // some ties in either half
+	}
+	slices.SortFunc(ids, compareEntity)
+	texts := make([]string, len(ids))
+	for i, id := range ids {
+		texts[i] = id.String()
+	}
+	rows, err := s.conn.Query(context.Background(), "SELECT toString(arrayJoin(arrayMap(x -> toUUID(x), ?))) AS u ORDER BY toUUID(u)", texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for i := 0; rows.Next(); i++ {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		if u != texts[i] {
+			t.Fatalf("position %d: server has %s, compareEntity %s", i, u, ids[i])
+		}
+	}
+}
+
+// TestInsertIsAlreadySorted: the server does not sort a delivery's part again.
+func TestInsertIsAlreadySorted(t *testing.T) {
+	s := OpenTest(t)
+	rows := shuffledRows(20000)
+	for i := range rows[:5000] {
+		rows[i].Ts -= 40 * 86_400_000 // a second partition (month)
+	}
+	id := uuid.NewString()
+	ctx := ch.Context(context.Background(), ch.WithQueryID(id), ch.WithSettings(ch.Settings{"log_queries": 1}))
+	if err := s.WriteHistory(ctx, rows, make([]bool, len(rows))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.conn.Exec(context.Background(), "SYSTEM FLUSH LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	var blocks, sorted uint64
+	err := s.conn.QueryRow(context.Background(), `SELECT
+			ProfileEvents.Values[indexOf(ProfileEvents.Names, 'MergeTreeDataWriterBlocks')],
+			ProfileEvents.Values[indexOf(ProfileEvents.Names, 'MergeTreeDataWriterBlocksAlreadySorted')]
+		FROM system.query_log WHERE query_id = ? AND type = 2`, id).Scan(&blocks, &sorted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blocks < 2 || sorted != blocks {
+		t.Fatalf("%d blocks written, %d of them already sorted", blocks, sorted)
+	}
+}
