@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/sluice-iot/sluice/bench"
@@ -34,6 +35,7 @@ func main() {
 	flag.StringVar(&opts.Only, "only", "", "run only the targets whose name contains this (ceiling, baseline, sluice, embedded, clickhouse)")
 	flag.StringVar(&opts.OnlyPayload, "payload", "", "run only the payloads whose name contains this (single, batch100)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace; -pprof=sched shows where goroutines waited for a CPU)")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at the end (go tool pprof -sample_index=alloc_space)")
 	flag.Parse()
 	// Every target runs in this process; they all get the scheduler the sluice
@@ -50,6 +52,17 @@ func main() {
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fail(err)
+		}
+		if err := trace.Start(f); err != nil {
+			fail(err)
+		}
+		defer f.Close()
+		defer trace.Stop()
 	}
 	mode := "closed loop"
 	switch {
