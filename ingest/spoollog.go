@@ -17,7 +17,7 @@ import (
 // The spool's log is a folder of segment files written front to back and
 // deleted whole, as in VictoriaMetrics' persistent queue and NATS's file store:
 // a spooled record is written once, read once and forgotten with its segment,
-// where an LSM (the spool was Pebble until session 8) also flushed, compressed,
+// where an LSM (the spool was a Pebble store before) also flushed, compressed,
 // compacted and decompressed every record that waited more than a memtable's
 // worth during a ClickHouse backlog (a quarter of a node's CPU, bench/RESULTS.md).
 //
