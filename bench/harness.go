@@ -73,6 +73,10 @@ type Cell struct {
 	// the cell ended (-1 without a spool): a backlog that grows from cell to cell
 	// means the offered rate is above what ClickHouse takes in.
 	Spooled int64
+	// Delivered is the rows the spool delivered to ClickHouse over the cell,
+	// warm-up included, and Elapsed that stretch: ClickHouse's intake.
+	Delivered int64
+	Elapsed   time.Duration
 }
 
 type starter struct {
@@ -156,6 +160,11 @@ func measure(t *Target, p Payload, opts Options, rate float64, n int, c *Cell) (
 	runtime.GC() // start every run with the previous one's garbage collected
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	var delivered int64
+	if t.Sluice {
+		delivered = metric(t.Addr, "sluice_spool_delivered_rows_total")
+	}
+	start := time.Now()
 	res, err := loadtest.Run(loadtest.Config{
 		Addr: t.Addr, Connections: opts.Connections, Rate: rate,
 		Duration: opts.Duration, Warmup: opts.Warmup, Requests: opts.Requests,
@@ -165,14 +174,17 @@ func measure(t *Target, p Payload, opts Options, rate float64, n int, c *Cell) (
 	c.GCs, c.Alloc = after.NumGC-before.NumGC, after.TotalAlloc-before.TotalAlloc
 	c.Spooled = -1
 	if t.Sluice {
-		c.Spooled = spooledRows(t.Addr)
+		c.Spooled = metric(t.Addr, "sluice_spool_rows")
+		if d := metric(t.Addr, "sluice_spool_delivered_rows_total"); d >= 0 && delivered >= 0 {
+			c.Delivered, c.Elapsed = d-delivered, time.Since(start)
+		}
 	}
 	return res, err
 }
 
-// spooledRows reads sluice_spool_rows off the node's /metrics; -1 when it has no
-// spool or cannot be read.
-func spooledRows(addr string) int64 {
+// metric reads a metric without labels off the node's /metrics; -1 when it is
+// not there (no spool) or cannot be read.
+func metric(addr, name string) int64 {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return -1
@@ -180,7 +192,7 @@ func spooledRows(addr string) int64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "sluice_spool_rows "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			if n, err := strconv.ParseFloat(v, 64); err == nil {
 				return int64(n)
 			}
@@ -198,7 +210,8 @@ func logCell(log io.Writer, c Cell) {
 	fmt.Fprintf(log, "  %-8s %-14s %v\n", c.Payload, mode, res)
 	fmt.Fprintf(log, "  %-8s %-14s process, warm-up included: %d GC cycles, %.0f MB allocated\n", "", "", c.GCs, float64(c.Alloc)/1e6)
 	if c.Spooled >= 0 {
-		fmt.Fprintf(log, "  %-8s %-14s spool: %d rows not yet in ClickHouse at the end\n", "", "", c.Spooled)
+		fmt.Fprintf(log, "  %-8s %-14s spool: %d rows not yet in ClickHouse at the end; ClickHouse took in %d rows in %.1f s (%.0f rows/s)\n",
+			"", "", c.Spooled, c.Delivered, c.Elapsed.Seconds(), float64(c.Delivered)/max(c.Elapsed.Seconds(), 1e-9))
 	}
 	if res.Missed > 0 {
 		fmt.Fprintf(log, "  missed: %d requests came due with every connection busy\n", res.Missed)
