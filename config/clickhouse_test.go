@@ -35,4 +35,7 @@ func TestClickHouseCluster(t *testing.T) {
 	f(append(prod, "CLICKHOUSE_CLUSTER=a'b"), "CLICKHOUSE_CLUSTER: must be a cluster name")
 	f(append(prod, "CLICKHOUSE_CLUSTER=two words"), "CLICKHOUSE_CLUSTER: must be a cluster name")
 	f([]string{"CLICKHOUSE_CLUSTER=sluice"}, "CLICKHOUSE_CLUSTER: needs CLICKHOUSE_ADDR")
+	f(append(prod, "CLICKHOUSE_COMPRESSION=none"), "")
+	f(append(prod, "CLICKHOUSE_COMPRESSION=zstd"), "")
+	f(append(prod, "CLICKHOUSE_COMPRESSION=gzip"), "CLICKHOUSE_COMPRESSION: must be lz4, zstd or none")
 }

@@ -70,6 +70,10 @@ type ClickHouse struct {
 	// CHCluster names a cluster of the servers' remote_servers to shard the
 	// telemetry over; empty means one server (storage/clickhouse/cluster.go).
 	CHCluster string `yaml:"cluster" env:"CLICKHOUSE_CLUSTER"`
+	// CHCompression compresses the data sent to ClickHouse: lz4 (the default),
+	// zstd, or none for a server on the same host, where compressing only costs
+	// CPU on both sides.
+	CHCompression string `yaml:"compression" env:"CLICKHOUSE_COMPRESSION"`
 }
 
 // Redis is the production state store and notification bus.
@@ -189,7 +193,7 @@ func Default() Config {
 			MaxEntries: 100000, MaxKeyLen: 255, MaxValueLen: 1 << 20,
 		},
 		Log:        Log{Level: "info", Format: "text"},
-		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice"},
+		ClickHouse: ClickHouse{CHUser: "default", CHDatabase: "sluice", CHCompression: "lz4"},
 		Redis:      Redis{RedisPrefix: "sluice:"},
 		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 100000, SpoolFlushInterval: 1000, SpoolShards: 4},
 		Device: Device{
@@ -337,6 +341,11 @@ func (c Config) Validate() error {
 	}
 	if c.Redis.RedisPrefix == "" || strings.ContainsAny(c.Redis.RedisPrefix, "{}") {
 		bad("REDIS_KEY_PREFIX", "must be non-empty and free of '{' and '}', got %q", c.Redis.RedisPrefix)
+	}
+	switch c.ClickHouse.CHCompression {
+	case "lz4", "zstd", "none":
+	default:
+		bad("CLICKHOUSE_COMPRESSION", "must be lz4, zstd or none, got %q", c.ClickHouse.CHCompression)
 	}
 	if c.ClickHouse.CHDatabase == "" {
 		bad("CLICKHOUSE_DATABASE", "must not be empty")

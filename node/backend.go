@@ -61,11 +61,12 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally
 	}
 
 	ch, err := clickhouse.Open(ctx, clickhouse.Options{
-		Addrs:    strings.Split(cfg.ClickHouse.CHAddr, ","),
-		Database: cfg.ClickHouse.CHDatabase,
-		Username: cfg.ClickHouse.CHUser,
-		Password: cfg.ClickHouse.CHPassword,
-		Cluster:  cfg.ClickHouse.CHCluster,
+		Addrs:       strings.Split(cfg.ClickHouse.CHAddr, ","),
+		Database:    cfg.ClickHouse.CHDatabase,
+		Username:    cfg.ClickHouse.CHUser,
+		Password:    cfg.ClickHouse.CHPassword,
+		Cluster:     cfg.ClickHouse.CHCluster,
+		Compression: cfg.ClickHouse.CHCompression,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot use ClickHouse at %s (CLICKHOUSE_ADDR): %w", cfg.ClickHouse.CHAddr, err)

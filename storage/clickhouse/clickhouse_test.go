@@ -96,6 +96,36 @@ func TestClosed(t *testing.T) {
 	}
 }
 
+// TestCompression: every Options.Compression the server is sent with stores and
+// reads back the same points.
+func TestCompression(t *testing.T) {
+	for _, c := range []string{"lz4", "zstd", "none"} {
+		t.Run(c, func(t *testing.T) {
+			s := openFresh(t, Options{Addrs: []string{addr(t)}, Compression: c})
+			id := uuid.New()
+			var rows []storage.Row
+			for i := range 1000 {
+				rows = append(rows, storage.Row{EntityID: id, Entry: kv.Entry{Ts: int64(i), Key: "k", Value: kv.StringValue(fmt.Sprint("v", i))}})
+			}
+			if err := s.WriteHistory(t.Context(), rows, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "k", StartTs: 0, EndTs: 1000, Limit: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1000 {
+				t.Fatalf("read %d points back, want 1000", len(got))
+			}
+			for _, e := range got {
+				if want := fmt.Sprint("v", e.Ts); e.Value.Str != want {
+					t.Fatalf("point %d reads %q, want %q", e.Ts, e.Value.Str, want)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkWrite inserts batches of 10,000, 50,000 and 100,000 rows (the spool's
 // SLUICE_SPOOL_BATCH_ROWS) from 100 devices; rows/s is what one delivery lane
 // gets into ClickHouse, merges of the earlier inserts included.
