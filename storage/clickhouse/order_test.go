@@ -3,10 +3,13 @@ package clickhouse
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
@@ -112,16 +115,23 @@ func TestInsertIsAlreadySorted(t *testing.T) {
 	if err := s.WriteHistory(ctx, rows, make([]bool, len(rows))); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.conn.Exec(context.Background(), "SYSTEM FLUSH LOGS"); err != nil {
-		t.Fatal(err)
-	}
+	// The server may log the query just after answering it: flush and look
+	// until it is there.
 	var blocks, sorted uint64
-	err := s.conn.QueryRow(context.Background(), `SELECT
-			ProfileEvents.Values[indexOf(ProfileEvents.Names, 'MergeTreeDataWriterBlocks')],
-			ProfileEvents.Values[indexOf(ProfileEvents.Names, 'MergeTreeDataWriterBlocksAlreadySorted')]
-		FROM system.query_log WHERE query_id = ? AND type = 2`, id).Scan(&blocks, &sorted)
-	if err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err := s.conn.Exec(context.Background(), "SYSTEM FLUSH LOGS"); err != nil {
+			t.Fatal(err)
+		}
+		err := s.conn.QueryRow(context.Background(), `SELECT
+				ProfileEvents.Values[indexOf(ProfileEvents.Names, 'MergeTreeDataWriterBlocks')],
+				ProfileEvents.Values[indexOf(ProfileEvents.Names, 'MergeTreeDataWriterBlocksAlreadySorted')]
+			FROM system.query_log WHERE query_id = ? AND type = 2`, id).Scan(&blocks, &sorted)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sql.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	if blocks < 2 || sorted != blocks {
 		t.Fatalf("%d blocks written, %d of them already sorted", blocks, sorted)
