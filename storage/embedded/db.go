@@ -74,6 +74,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		Logger:             pebblelog.Logger{L: opts.Logger.With("component", "pebble")},
 		FormatMajorVersion: pebble.FormatNewest,
 		Merger:             concatMerger,
+		EventListener:      stallListener(opts.Logger),
 	}
 	// Write looks up the latest value of every series it touches; blooms keep those
 	// point reads off disk. Deeper levels inherit the policy.

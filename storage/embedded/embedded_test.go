@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/kv"
@@ -304,4 +307,15 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(rows))/b.Elapsed().Seconds(), "rows/s")
+}
+
+func TestStallListener(t *testing.T) {
+	before, seconds := writeStalls.Get(), writeStallSeconds.Get()
+	l := stallListener(slog.New(slog.DiscardHandler))
+	l.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "memtable count limit reached"})
+	time.Sleep(5 * time.Millisecond)
+	l.WriteStallEnd()
+	if writeStalls.Get() != before+1 || writeStallSeconds.Get() < seconds+0.004 {
+		t.Fatalf("stalls %d → %d, seconds %f → %f", before, writeStalls.Get(), seconds, writeStallSeconds.Get())
+	}
 }
