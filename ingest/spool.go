@@ -359,8 +359,14 @@ func (l *lane) wakeUp() {
 	}
 }
 
-// writeBufs recycles the buffers records are encoded in.
-var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
+// scratch is a write's reusable memory: the buffer its records are encoded in,
+// and its rows' indexes by lane.
+type scratch struct {
+	buf    []byte
+	byLane [][]int32
+}
+
+var writeScratch = sync.Pool{New: func() any { return new(scratch) }}
 
 // part is one lane's record in a write's buffer.
 type part struct {
@@ -380,28 +386,41 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	}
 	// Encode and checksum the payloads before taking the append lock; only the
 	// headers (sequence numbers) are filled under it.
-	byLane := s.split(rows)
+	sc := writeScratch.Get().(*scratch)
+	defer writeScratch.Put(sc)
+	one, byLane := s.split(rows, sc.byLane)
+	sc.byLane = byLane
 	total := 0
-	for _, part := range byLane {
-		if len(part) > 0 {
-			total += recHeaderLen + recordSize(part)
+	if byLane == nil {
+		total = recHeaderLen + recordSize(rows)
+	}
+	for _, idx := range byLane {
+		if len(idx) > 0 {
+			total += recHeaderLen + recordSizeOf(rows, idx)
 		}
 	}
-	bp := writeBufs.Get().(*[]byte)
-	defer writeBufs.Put(bp)
-	buf := slices.Grow((*bp)[:0], total)
+	buf := slices.Grow(sc.buf[:0], total)
 	var partsArr [8]part
 	parts := partsArr[:0]
-	for shard, rows := range byLane {
-		if len(rows) == 0 {
-			continue
-		}
+	add := func(lane int, idx []int32) {
 		start := len(buf)
-		buf = appendRecord(buf[:start+recHeaderLen], rows)
-		parts = append(parts, part{lane: shard, rows: len(rows), start: start, end: len(buf),
+		buf = appendRecordOf(buf[:start+recHeaderLen], rows, idx)
+		n := len(rows)
+		if idx != nil {
+			n = len(idx)
+		}
+		parts = append(parts, part{lane: lane, rows: n, start: start, end: len(buf),
 			crc: crc32.Checksum(buf[start+recHeaderLen:], castagnoli)})
 	}
-	*bp = buf
+	if byLane == nil {
+		add(one, nil)
+	}
+	for lane, idx := range byLane {
+		if len(idx) > 0 {
+			add(lane, idx)
+		}
+	}
+	sc.buf = buf
 
 	s.wmu.Lock()
 	if err := s.writable(); err != nil {
@@ -529,25 +548,31 @@ func (s *Spool) sync(seg *segment, end int64) error {
 // would fail with ErrSpoolFull.
 func (s *Spool) Full() bool { return s.bytes.Load() >= s.cfg.MaxBytes }
 
-// split groups rows by shard, keeping their order. With one shard, or when every
-// row maps to the same shard (one device per request is the common case), it
-// returns rows itself without copying.
-func (s *Spool) split(rows []storage.Row) [][]storage.Row {
-	parts := make([][]storage.Row, len(s.lanes))
-	first := s.shardOf(rows[0].EntityID)
+// split groups rows by lane, keeping their order: byLane[k] lists the indexes of
+// lane k's rows (indexes, not copies: a commit of many devices' rows spans
+// every lane). When every row maps to one lane (one device per request is the
+// common case) it returns that lane as one and byLane nil.
+func (s *Spool) split(rows []storage.Row, byLane [][]int32) (one int, _ [][]int32) {
+	one = s.shardOf(rows[0].EntityID)
 	same := true
 	for i := 1; i < len(rows) && same; i++ {
-		same = rows[i].EntityID == rows[0].EntityID || s.shardOf(rows[i].EntityID) == first
+		same = rows[i].EntityID == rows[0].EntityID || s.shardOf(rows[i].EntityID) == one
 	}
 	if same {
-		parts[first] = rows
-		return parts
+		return one, nil
 	}
-	for _, r := range rows {
-		k := s.shardOf(r.EntityID)
-		parts[k] = append(parts[k], r)
+	byLane = slices.Grow(byLane[:0], len(s.lanes))[:len(s.lanes)]
+	for k := range byLane {
+		byLane[k] = byLane[k][:0]
 	}
-	return parts
+	last, lane := rows[0].EntityID, one
+	for i := range rows {
+		if rows[i].EntityID != last { // rows come in runs of one device
+			last, lane = rows[i].EntityID, s.shardOf(rows[i].EntityID)
+		}
+		byLane[lane] = append(byLane[lane], int32(i))
+	}
+	return -1, byLane
 }
 
 // Depth reports the undelivered rows and bytes.
@@ -790,10 +815,20 @@ func (s *Spool) closeFiles() error {
 }
 
 // recordSize is the exact length appendRecord will produce.
-func recordSize(rows []storage.Row) int {
-	n := 1 + uvarintLen(uint64(len(rows)))
-	for i := range rows {
-		r := &rows[i]
+func recordSize(rows []storage.Row) int { return recordSizeOf(rows, nil) }
+
+// recordSizeOf is the exact length appendRecordOf will produce.
+func recordSizeOf(rows []storage.Row, idx []int32) int {
+	count := len(rows)
+	if idx != nil {
+		count = len(idx)
+	}
+	n := 1 + uvarintLen(uint64(count))
+	for j := range count {
+		r := &rows[j]
+		if idx != nil {
+			r = &rows[idx[j]]
+		}
 		n += 32 + varintLen(r.Ts) + uvarintLen(uint64(len(r.Key))) + len(r.Key) + 1
 		switch r.Value.Type {
 		case kv.Bool:

@@ -793,3 +793,37 @@ func (f *flakySink) WriteHistory(ctx context.Context, rows []storage.Row, mayRep
 	}
 	return f.memSink.WriteHistory(ctx, rows, mayRepeat)
 }
+
+// TestSpoolInterleavedWrite: one write whose devices' rows interleave (a group
+// commit of several requests) reaches the sink whole, each device's rows in order.
+func TestSpoolInterleavedWrite(t *testing.T) {
+	sink := newMemSink()
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), Shards: 3, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	devices := []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()}
+	var rows []storage.Row
+	for i := range 200 {
+		d := devices[(i*7+i/3)%len(devices)]
+		rows = append(rows, storage.Row{EntityID: d, Entry: kv.Entry{Ts: int64(i), Key: "k", Value: kv.LongValue(1)}})
+	}
+	if err := s.Write(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	sink.flush(t, s)
+	want := map[uuid.UUID][]int64{}
+	for _, r := range rows {
+		want[r.EntityID] = append(want[r.EntityID], r.Ts)
+	}
+	got := map[uuid.UUID][]int64{}
+	sink.mu.Lock()
+	for _, r := range sink.rows {
+		got[r.EntityID] = append(got[r.EntityID], r.Ts)
+	}
+	sink.mu.Unlock()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered per device:\n%v\nwant\n%v", got, want)
+	}
+}

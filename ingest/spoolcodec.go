@@ -23,11 +23,22 @@ const recordVersion = 1
 
 var errBadRecord = errors.New("corrupt spool record")
 
-func appendRecord(dst []byte, rows []storage.Row) []byte {
+func appendRecord(dst []byte, rows []storage.Row) []byte { return appendRecordOf(dst, rows, nil) }
+
+// appendRecordOf appends the record of rows[idx[0]], rows[idx[1]], …; nil idx
+// means every row.
+func appendRecordOf(dst []byte, rows []storage.Row, idx []int32) []byte {
+	count := len(rows)
+	if idx != nil {
+		count = len(idx)
+	}
 	dst = append(dst, recordVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(rows)))
-	for i := range rows {
-		r := &rows[i]
+	dst = binary.AppendUvarint(dst, uint64(count))
+	for j := range count {
+		r := &rows[j]
+		if idx != nil {
+			r = &rows[idx[j]]
+		}
 		dst = append(dst, r.TenantID[:]...)
 		dst = append(dst, r.EntityID[:]...)
 		dst = binary.AppendVarint(dst, r.Ts)
