@@ -389,7 +389,9 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	sc := writeScratch.Get().(*scratch)
 	defer writeScratch.Put(sc)
 	one, byLane := s.split(rows, sc.byLane)
-	sc.byLane = byLane
+	if byLane != nil {
+		sc.byLane = byLane // kept for the next write; nil only means one lane
+	}
 	total := 0
 	if byLane == nil {
 		total = recHeaderLen + recordSize(rows)
