@@ -185,7 +185,12 @@ const readChunk = 1 << 20
 // end. The payload is valid until the next call.
 func (s *Spool) record(r *reader, pos position) (h recHeader, payload []byte, at, next position, ok bool, err error) {
 	for {
-		seg := s.segmentAt(pos.seg)
+		// The segment the read-ahead buffer is on, most of the time: no lookup
+		// in the segment list per record.
+		seg := r.seg
+		if seg == nil || seg.id != pos.seg {
+			seg = s.segmentAt(pos.seg)
+		}
 		if seg == nil {
 			return h, nil, pos, pos, false, fmt.Errorf("telemetry spool: segment %s is gone", segName(pos.seg))
 		}
