@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -51,6 +52,9 @@ type Options struct {
 	Only, OnlyPayload string
 	// Log receives progress and one line per cell (nil: discarded).
 	Log io.Writer
+	// NodeLog is the Sluice nodes' logger (nil: discarded), to see their warnings
+	// (a write stall, a failed delivery) beside the cell they happened in.
+	NodeLog *slog.Logger
 }
 
 // Cell is the measurement of one target under one payload.
@@ -94,11 +98,11 @@ func Run(opts Options) ([]Cell, error) {
 	starters := []starter{
 		{"ceiling", StartCeiling},
 		{"baseline", StartBaseline},
-		{"sluice embedded", func() (*Target, error) { return StartSluice(opts.Devices) }},
+		{"sluice embedded", func() (*Target, error) { return StartSluice(opts.Devices, opts.NodeLog) }},
 	}
 	if opts.ClickHouseAddr != "" && opts.RedisAddr != "" {
 		starters = append(starters, starter{"sluice clickhouse+redis", func() (*Target, error) {
-			return StartSluiceProduction(opts.ClickHouseAddr, opts.RedisAddr, opts.Devices)
+			return StartSluiceProduction(opts.ClickHouseAddr, opts.RedisAddr, opts.Devices, opts.NodeLog)
 		}})
 	} else {
 		fmt.Fprintln(log, "note: CLICKHOUSE_ADDR or REDIS_ADDR is unset: skipping Sluice on ClickHouse+Redis (eval \"$(scripts/services.sh)\" to include it)")

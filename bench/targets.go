@@ -92,9 +92,9 @@ func StartBaseline() (*Target, error) {
 
 // StartSluice starts a node in-process on the embedded default, with demo data in a
 // fresh temporary folder. Telemetry goes to the demo device, or with devices > 1 to
-// that many devices created for the run.
-func StartSluice(devices int) (*Target, error) {
-	return startNode("sluice embedded", devices, func(c *config.Config) {
+// that many devices created for the run. The node logs to log (nil: nowhere).
+func StartSluice(devices int, log *slog.Logger) (*Target, error) {
+	return startNode("sluice embedded", devices, log, func(c *config.Config) {
 		// The environment may name ClickHouse and Redis for the other target.
 		d := config.Default()
 		c.ClickHouse, c.Redis = d.ClickHouse, d.Redis
@@ -102,9 +102,9 @@ func StartSluice(devices int) (*Target, error) {
 }
 
 // StartSluiceProduction starts a node in-process on ClickHouse at chAddr and Redis at
-// redisAddr, in a fresh database and key prefix that Close drops again; devices as
-// for StartSluice.
-func StartSluiceProduction(chAddr, redisAddr string, devices int) (*Target, error) {
+// redisAddr, in a fresh database and key prefix that Close drops again; devices and
+// log as for StartSluice.
+func StartSluiceProduction(chAddr, redisAddr string, devices int, log *slog.Logger) (*Target, error) {
 	var b [6]byte
 	rand.Read(b[:])
 	name := hex.EncodeToString(b[:])
@@ -125,7 +125,7 @@ func StartSluiceProduction(chAddr, redisAddr string, devices int) (*Target, erro
 		}
 		return errors.Join(errs...)
 	}
-	return startNode("sluice clickhouse+redis", devices, func(c *config.Config) {
+	return startNode("sluice clickhouse+redis", devices, log, func(c *config.Config) {
 		c.ClickHouse.CHAddr = chAddr
 		c.ClickHouse.CHDatabase = database
 		c.Redis.RedisAddr = redisAddr
@@ -133,7 +133,7 @@ func StartSluiceProduction(chAddr, redisAddr string, devices int) (*Target, erro
 	}, drop)
 }
 
-func startNode(name string, devices int, tweak func(*config.Config), drop func() error) (*Target, error) {
+func startNode(name string, devices int, log *slog.Logger, tweak func(*config.Config), drop func() error) (*Target, error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return nil, err
@@ -156,7 +156,10 @@ func startNode(name string, devices int, tweak func(*config.Config), drop func()
 		}
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	n, err := node.Start(cfg, slog.New(slog.DiscardHandler))
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n, err := node.Start(cfg, log)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("cannot start %s: %w", name, err), cleanup())
 	}

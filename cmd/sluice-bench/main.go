@@ -10,6 +10,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -36,8 +37,16 @@ func main() {
 	flag.StringVar(&opts.OnlyPayload, "payload", "", "run only the payloads whose name contains this (single, batch100)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace; -pprof=sched shows where goroutines waited for a CPU)")
+	nodeLog := flag.String("log", "", "write the Sluice nodes' log at this level and above (debug, info, warn, error) to stderr; none when empty")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at the end (go tool pprof -sample_index=alloc_space)")
 	flag.Parse()
+	if *nodeLog != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(*nodeLog)); err != nil {
+			fail(fmt.Errorf("-log: %w", err))
+		}
+		opts.NodeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
 	// Every target runs in this process; they all get the scheduler the sluice
 	// binary sets up for itself (CPUs + procs.Extra Ps; GOMAXPROCS overrides).
 	procs.Set()

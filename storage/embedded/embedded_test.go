@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -318,4 +320,39 @@ func TestStallListener(t *testing.T) {
 	if writeStalls.Get() != before+1 || writeStallSeconds.Get() < seconds+0.004 {
 		t.Fatalf("stalls %d → %d, seconds %f → %f", before, writeStalls.Get(), seconds, writeStallSeconds.Get())
 	}
+}
+
+// A debug logger sees every flush: Close flushes the memtable.
+func TestFlushLoggedAtDebug(t *testing.T) {
+	var buf bytes.Buffer
+	out := &syncWriter{w: &buf}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	db, err := Open(t.TempDir(), Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := storage.Row{EntityID: uuid.New(), Entry: kv.Entry{Ts: 1, Key: "k", Value: kv.LongValue(7)}}
+	if err := db.Write(context.Background(), []storage.Row{row}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if !strings.Contains(buf.String(), `msg="storage flushed memtables"`) {
+		t.Fatalf("no flush in the debug log:\n%s", buf.String())
+	}
+}
+
+// syncWriter serializes writes: Pebble logs from its background goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

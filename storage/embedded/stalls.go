@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,7 +19,9 @@ var (
 	writeStallSeconds = metrics.NewFloatCounter(`sluice_embedded_write_stall_seconds_total`)
 )
 
-// stallListener returns Pebble event callbacks that count write stalls.
+// stallListener returns Pebble event callbacks that count write stalls and log
+// them, and log each flush and compaction at debug level: their timing, set
+// beside a latency timeline, tells which background work a tail came from.
 func stallListener(log *slog.Logger) *pebble.EventListener {
 	var mu sync.Mutex
 	var began time.Time
@@ -36,6 +39,34 @@ func stallListener(log *slog.Logger) *pebble.EventListener {
 			mu.Unlock()
 			writeStallSeconds.Add(d.Seconds())
 			log.Warn("storage stopped writes while it caught up; acknowledgements waited", "reason", why, "duration", d)
+		},
+		FlushEnd: func(i pebble.FlushInfo) {
+			if !log.Enabled(context.Background(), slog.LevelDebug) {
+				return
+			}
+			var out uint64
+			for _, t := range i.Output {
+				out += t.Size
+			}
+			log.Debug("storage flushed memtables", "memtables", i.Input, "bytes_in", i.InputBytes, "bytes_out", out,
+				"duration", i.Duration, "total", i.TotalDuration, "err", i.Err)
+		},
+		CompactionEnd: func(i pebble.CompactionInfo) {
+			if !log.Enabled(context.Background(), slog.LevelDebug) {
+				return
+			}
+			var in uint64
+			for _, l := range i.Input {
+				for _, t := range l.Tables {
+					in += t.Size
+				}
+			}
+			var out uint64
+			for _, t := range i.Output.Tables {
+				out += t.Size
+			}
+			log.Debug("storage compacted tables", "reason", i.Reason, "to_level", i.Output.Level, "bytes_in", in, "bytes_out", out,
+				"duration", i.Duration, "total", i.TotalDuration, "err", i.Err)
 		},
 	}
 }
