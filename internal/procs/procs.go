@@ -1,4 +1,5 @@
-// Package procs sizes the Go scheduler of a process that serves Sluice.
+// Package procs sets how a process that serves Sluice shares its CPUs: the size of
+// the Go scheduler, and a lower priority for background work.
 package procs
 
 import (

@@ -8,6 +8,8 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluice-iot/sluice/internal/procs"
 )
 
 // Pebble stops writes when flushes or compactions fall behind (too many
@@ -22,6 +24,15 @@ var (
 // stallListener returns Pebble event callbacks that count write stalls and log
 // them, and log each flush and compaction at debug level: their timing, set
 // beside a latency timeline, tells which background work a tail came from.
+//
+// They also run each flush and compaction at a lower CPU priority
+// (procs.Background): Pebble starts a goroutine for each and calls FlushBegin and
+// CompactionBegin on it. A 64 MiB memtable's flush computes for 0.6 s; on the
+// 2-core bench machine it was the tail of embedded 100-point batches at half of
+// peak (each flush matched a 0.8 s stretch of p99 10-50 ms in a 100 ms latency
+// timeline), and demoted it halved that cell's p99 (bench/RESULTS.md, "Background
+// work at lower priority"). The request path's own Pebble work (the commit, the
+// log's fdatasync) stays at normal priority.
 func stallListener(log *slog.Logger) *pebble.EventListener {
 	var mu sync.Mutex
 	var began time.Time
@@ -40,6 +51,8 @@ func stallListener(log *slog.Logger) *pebble.EventListener {
 			writeStallSeconds.Add(d.Seconds())
 			log.Warn("storage stopped writes while it caught up; acknowledgements waited", "reason", why, "duration", d)
 		},
+		FlushBegin:      func(pebble.FlushInfo) { procs.Background() },
+		CompactionBegin: func(pebble.CompactionInfo) { procs.Background() },
 		FlushEnd: func(i pebble.FlushInfo) {
 			if !log.Enabled(context.Background(), slog.LevelDebug) {
 				return
