@@ -7,11 +7,11 @@ package procs
 //
 // Measured on the 2-core bench machine with Pebble's flushes and compactions
 // demoted (bench/RESULTS.md, "Background work at lower priority"): the p99 of
-// embedded 100-point batches at 4,800 req/s, about half of peak, fell from a median
-// of 66 ms to 30 ms over 7 alternated runs; the closed-loop peak did not drop, and no
-// write stall was logged. +19 measured about the same at half of peak but a lower
-// peak: a flush that gets too little CPU under full load holds up the memtables
-// behind it.
+// embedded 100-point batches at about half of peak fell from a median of 63 ms to
+// 32 ms (17 alternated pairs, lower in 14), and the closed-loop peak stayed within
+// the run-to-run spread. +19 measured about the same at half of peak and a lower
+// peak in 3 runs: a flush that gets too little CPU under full load holds up the
+// memtables queued behind it.
 const BackgroundNice = 10
 
 // Background lowers the CPU priority of the calling goroutine's work to
