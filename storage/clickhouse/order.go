@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"cmp"
 	"encoding/binary"
+	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -37,6 +39,7 @@ type orderer struct {
 	byKey  []int32
 	order  []int32
 	pairs  []tsRow
+	spare  []tsRow // radixByTs's other buffer
 }
 
 // compareEntity orders UUIDs as ClickHouse compares them: as a UInt128 whose
@@ -114,11 +117,8 @@ func (o *orderer) sortOrder(rows []storage.Row) []int32 {
 		o.series[s].rows++
 	}
 	// A series whose rows were not in time order (older points, batches of one
-	// device committed in another order than their times) is sorted on its own,
-	// as (ts, row) pairs side by side in memory: the row breaks ties, which keeps
-	// the later of two equal points later. One device's 100,000 rows in 1,000
-	// batches committed out of order take 7 ms here, in order 0.8 ms
-	// (BenchmarkSortOrder); ClickHouse's own sort would cost the server more.
+	// device committed in another order than their times) is sorted on its own
+	// (sortByTs).
 	start := 0
 	for _, s := range byKey {
 		end := o.series[s].rows
@@ -135,19 +135,71 @@ type tsRow struct {
 	row int32
 }
 
+// radixMin is the fewest rows sortByTs sorts by radix; a comparison sort of
+// fewer is about as fast.
+const radixMin = 256
+
+// sortByTs puts the rows idx of one series (in delivery order) in ts order,
+// rows of equal ts staying in delivery order, so the later of two writes of a
+// point stays later. It sorts (ts, row) pairs side by side in memory, by radix
+// on ts - min(ts) when the series spans less than 2^32 ms (50 days: every live
+// delivery), else by comparison. BenchmarkSortOrder, one device's 100,000 rows
+// in 1,000 batches committed out of order: 6.9 ms with the comparison sort
+// alone, 2.9 ms with the radix sort (in order, no sort: 0.8 ms). The comparison
+// sort was 6.7% of a node's CPU at 1M points/s into ClickHouse.
 func (o *orderer) sortByTs(rows []storage.Row, idx []int32) {
 	pairs := o.pairs[:0]
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, i := range idx {
-		pairs = append(pairs, tsRow{rows[i].Ts, i})
+		ts := rows[i].Ts
+		lo, hi = min(lo, ts), max(hi, ts)
+		pairs = append(pairs, tsRow{ts, i})
 	}
-	slices.SortFunc(pairs, func(a, b tsRow) int {
-		if a.ts != b.ts {
-			return cmp.Compare(a.ts, b.ts)
-		}
-		return cmp.Compare(a.row, b.row)
-	})
+	// The span fits a uint64 even when hi - lo overflows an int64.
+	digits := (bits.Len64(uint64(hi)-uint64(lo)) + 7) / 8
+	if len(pairs) >= radixMin && digits <= 4 {
+		pairs = o.radixByTs(pairs, lo, digits)
+	} else {
+		slices.SortFunc(pairs, func(a, b tsRow) int {
+			if a.ts != b.ts {
+				return cmp.Compare(a.ts, b.ts)
+			}
+			return cmp.Compare(a.row, b.row)
+		})
+	}
 	for j := range pairs {
 		idx[j] = pairs[j].row
 	}
 	o.pairs = pairs
+}
+
+// radixByTs sorts pairs by ts with a least-significant-digit radix sort of ts -
+// lo, one byte per pass over digits bytes. Each pass is stable, so pairs of
+// equal ts keep their order. It returns the sorted pairs, in pairs' memory or
+// in o.spare's, and keeps the other as o.spare.
+func (o *orderer) radixByTs(pairs []tsRow, lo int64, digits int) []tsRow {
+	src, dst := pairs, slices.Grow(o.spare[:0], len(pairs))[:len(pairs)]
+	for d := range digits {
+		shift := uint(8 * d)
+		var at [256]int
+		for _, p := range src {
+			at[byte((uint64(p.ts)-uint64(lo))>>shift)]++
+		}
+		if at[byte((uint64(src[0].ts)-uint64(lo))>>shift)] == len(src) {
+			continue // one value of this digit: the pass would copy src as it is
+		}
+		next := 0
+		for b, n := range at {
+			at[b] = next
+			next += n
+		}
+		for _, p := range src {
+			b := byte((uint64(p.ts) - uint64(lo)) >> shift)
+			dst[at[b]] = p
+			at[b]++
+		}
+		src, dst = dst, src
+	}
+	o.spare = dst
+	return src
 }

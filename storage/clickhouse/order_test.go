@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -191,6 +192,42 @@ func TestSortOrderRuns(t *testing.T) {
 			a, b := order[j-1], order[j]
 			if rows[a].Ts > rows[b].Ts || rows[a].Ts == rows[b].Ts && a > b {
 				t.Fatalf("rows %d (ts %d) before %d (ts %d)", a, rows[a].Ts, b, rows[b].Ts)
+			}
+		}
+	}
+}
+
+// TestSortByTs: both of sortByTs's sorts (radix for a span under 2^32 ms,
+// comparison otherwise, and below radixMin rows) give the stable order by ts,
+// at the ends of the int64 range too.
+func TestSortByTs(t *testing.T) {
+	device := uuid.New()
+	var o orderer
+	for _, n := range []int{radixMin - 1, radixMin, 5000} {
+		for _, span := range []uint64{0, 3, 255, 256, 1 << 20, 1<<32 - 1, 1 << 32, 1 << 40, math.MaxUint64} {
+			for _, base := range []int64{math.MinInt64, -1 << 40, 0, 1_700_000_000_000, math.MaxInt64 - int64(min(span, math.MaxInt64))} {
+				rows := make([]storage.Row, n)
+				for i := range rows {
+					off := rand.Uint64N(min(span, math.MaxUint64-1) + 1)
+					if i%5 == 0 && i > 0 {
+						off = uint64(rows[i-1].Ts - base) // a repeated ts
+					}
+					if span == math.MaxUint64 && i < 2 {
+						off = []uint64{0, math.MaxUint64}[i] // both ends
+					}
+					rows[i] = storage.Row{EntityID: device, Entry: kv.Entry{Ts: base + int64(off), Key: "k"}}
+				}
+				if span >= 1<<63 && base != math.MinInt64 {
+					continue // base + span would leave the int64 range
+				}
+				want := make([]int32, n)
+				for i := range want {
+					want[i] = int32(i)
+				}
+				slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(rows[a].Ts, rows[b].Ts) })
+				if got := o.sortOrder(rows); !slices.Equal(got, want) {
+					t.Fatalf("%d rows from %d spanning %d: order differs from a stable sort by ts", n, base, span)
+				}
 			}
 		}
 	}
