@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/series"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -22,20 +23,18 @@ import (
 // pass over its rows plus a sort of its series. If the order does not match
 // the server's, it sorts as before: nothing depends on it but speed.
 
-// series is one (entity, key) of a batch being ordered.
-type series struct {
-	key    seriesKey
+// span is what the orderer gathers of one (entity, key) of a batch.
+type span struct {
 	rows   int   // rows in the batch, then the next free slot in the order
 	lastTs int64 // ts of its latest row so far
 	sorted bool  // its rows came in ts order
 }
 
-// orderer computes insert orders; its slices and map are reused between batches.
+// orderer computes insert orders; its index and slices are reused between batches.
 type orderer struct {
-	series []series
-	index  map[seriesKey]int32
+	index  series.Index
+	series []span  // by series number
 	of     []int32 // series of each row
-	recent [8]int32
 	byKey  []int32
 	order  []int32
 	pairs  []tsRow
@@ -54,34 +53,13 @@ func compareEntity(a, b uuid.UUID) int {
 // sortOrder returns the indexes of rows in (entity, key, ts) order; rows of one
 // series with equal ts keep their order. The slice is valid until the next call.
 func (o *orderer) sortOrder(rows []storage.Row) []int32 {
-	if o.index == nil {
-		o.index = map[seriesKey]int32{}
-	}
+	o.index.Reset()
 	o.series, o.of = o.series[:0], o.of[:0]
-	clear(o.index)
-	recent := 0 // o.recent[:recent] are series seen lately, checked before the map
 	for i := range rows {
 		r := &rows[i]
-		s := int32(-1)
-		for _, c := range o.recent[:recent] {
-			if k := &o.series[c].key; k.entity == r.EntityID && k.key == r.Key {
-				s = c
-				break
-			}
-		}
-		if s < 0 {
-			k := seriesKey{r.EntityID, r.Key}
-			var ok bool
-			if s, ok = o.index[k]; !ok {
-				s = int32(len(o.series))
-				o.index[k] = s
-				o.series = append(o.series, series{key: k, lastTs: r.Ts, sorted: true})
-			}
-			if recent < len(o.recent) {
-				recent++
-			}
-			copy(o.recent[1:recent], o.recent[:recent-1])
-			o.recent[0] = s
+		s, added := o.index.Of(r.EntityID, r.Key)
+		if added {
+			o.series = append(o.series, span{lastTs: r.Ts, sorted: true})
 		}
 		sr := &o.series[s]
 		sr.rows++
@@ -89,7 +67,7 @@ func (o *orderer) sortOrder(rows []storage.Row) []int32 {
 			sr.sorted = false
 		}
 		sr.lastTs = r.Ts
-		o.of = append(o.of, s)
+		o.of = append(o.of, int32(s))
 	}
 
 	// Series in order, then each one's first slot.
@@ -99,11 +77,11 @@ func (o *orderer) sortOrder(rows []storage.Row) []int32 {
 	}
 	o.byKey = byKey
 	slices.SortFunc(byKey, func(a, b int32) int {
-		x, y := &o.series[a].key, &o.series[b].key
-		if c := compareEntity(x.entity, y.entity); c != 0 {
+		x, y := o.index.Key(int(a)), o.index.Key(int(b))
+		if c := compareEntity(x.Entity, y.Entity); c != 0 {
 			return c
 		}
-		return strings.Compare(x.key, y.key)
+		return strings.Compare(x.Name, y.Name)
 	})
 	next := 0
 	for _, s := range byKey {

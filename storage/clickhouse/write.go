@@ -35,17 +35,21 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	}
 
 	// One candidate per (entity, key): the newest ts, on equal ts the later row.
-	newest := cols.newest
-	for i := range rows {
-		k := seriesKey{rows[i].EntityID, rows[i].Key}
-		if j, ok := newest[k]; !ok || rows[i].Ts >= rows[j].Ts {
-			newest[k] = i
+	// Ordering the history numbered the rows' series (cols.of).
+	newest := cols.newest[:0]
+	for range cols.index.Len() {
+		newest = append(newest, -1)
+	}
+	cols.newest = newest
+	for i, n := range cols.of {
+		if j := newest[n]; j < 0 || rows[i].Ts >= rows[j].Ts {
+			newest[n] = i
 		}
 	}
 	lcols := getColumns()
 	defer putColumns(lcols)
-	for i := range rows {
-		if newest[seriesKey{rows[i].EntityID, rows[i].Key}] == i {
+	for i, n := range cols.of {
+		if newest[n] == i {
 			lcols.add(&rows[i], cols.base+uint64(i))
 		}
 	}
@@ -139,11 +143,6 @@ func (s *Store) markRepeats(ctx context.Context, rows []storage.Row, mayRepeat [
 // insertBlockRows is the most rows the driver buffers for one insert at a time.
 const insertBlockRows = 16384
 
-type seriesKey struct {
-	entity uuid.UUID
-	key    string
-}
-
 func (s *Store) insert(ctx context.Context, table, columns string, c *columns, latest bool) (err error) {
 	start := time.Now()
 	defer func() {
@@ -223,12 +222,12 @@ type columns struct {
 	longV          []int64
 	dblV           []float64
 	strV, jsonV    []string
-	newest         map[seriesKey]int
+	newest         []int  // Write's newest row of each series
 	base           uint64 // version of the first row
 	orderer
 }
 
-var columnsPool = sync.Pool{New: func() any { return &columns{newest: map[seriesKey]int{}} }}
+var columnsPool = sync.Pool{New: func() any { return new(columns) }}
 
 func getColumns() *columns { return columnsPool.Get().(*columns) }
 
@@ -241,14 +240,12 @@ func (c *columns) reset() {
 	c.tenant, c.entity, c.key, c.ts = c.tenant[:0], c.entity[:0], c.key[:0], c.ts[:0]
 	c.ver, c.lver, c.typ, c.boolV = c.ver[:0], c.lver[:0], c.typ[:0], c.boolV[:0]
 	c.longV, c.dblV, c.strV, c.jsonV = c.longV[:0], c.dblV[:0], c.strV[:0], c.jsonV[:0]
-	// Drop the strings the slices and the map still reference.
+	// Drop the strings the slices and the index still reference.
 	clear(c.key[:cap(c.key)])
 	clear(c.strV[:cap(c.strV)])
 	clear(c.jsonV[:cap(c.jsonV)])
-	clear(c.newest)
-	clear(c.series[:cap(c.series)])
-	clear(c.index)
-	c.series = c.series[:0]
+	c.index.Reset()
+	c.newest, c.series, c.of = c.newest[:0], c.series[:0], c.of[:0]
 }
 
 // grow makes room for n more rows in every column at once: a spool delivery is

@@ -14,19 +14,15 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/series"
 	"github.com/sluice-iot/sluice/storage"
 )
-
-// series names one time series within a Write call.
-type series struct {
-	entity uuid.UUID
-	key    string
-}
 
 // group is what a Write call holds for one series: its row with the newest ts and
 // where its rows sit in writer.order.
 type group struct {
-	series
+	entity uuid.UUID
+	key    string
 	newest int
 	count  int
 	start  int
@@ -35,7 +31,7 @@ type group struct {
 
 // writer is the scratch state of one Write call, pooled across calls.
 type writer struct {
-	index   map[series]int // series → position in groups
+	index   series.Index // numbers the series: a series' number is its position in groups
 	groups  []group
 	slot    []int32 // slot[i] is the position in groups of row i's series
 	byKey   []int32 // positions in groups, in key order
@@ -46,10 +42,10 @@ type writer struct {
 	val     []byte
 }
 
-var writerPool = sync.Pool{New: func() any { return &writer{index: map[series]int{}} }}
+var writerPool = sync.Pool{New: func() any { return new(writer) }}
 
 func (w *writer) reset() {
-	clear(w.index)
+	w.index.Reset()
 	clear(w.groups) // drop the key strings, which may alias request memory
 	w.groups = w.groups[:0]
 	w.slot = w.slot[:0]
@@ -72,12 +68,9 @@ func (w *writer) reset() {
 func (w *writer) plan(rows []storage.Row) {
 	for i := range rows {
 		r := &rows[i]
-		s := series{r.EntityID, r.Key}
-		g, ok := w.index[s]
-		if !ok {
-			g = len(w.groups)
-			w.index[s] = g
-			w.groups = append(w.groups, group{series: s, newest: i, sorted: true})
+		g, added := w.index.Of(r.EntityID, r.Key)
+		if added {
+			w.groups = append(w.groups, group{entity: r.EntityID, key: r.Key, newest: i, sorted: true})
 		}
 		p := &w.groups[g]
 		// >= keeps the later row on equal ts.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-iot/sluice/internal/series"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -40,11 +41,6 @@ for i = 1, #ARGV, 4 do
 end
 return repeats`)
 
-type entityKey struct {
-	e uuid.UUID
-	k string
-}
-
 func (s *Store) latestKey(entity uuid.UUID) string { return s.prefix + "{l:" + entity.String() + "}" }
 
 // UpdateLatest makes each row the latest value of its (entity, key) unless a newer
@@ -65,34 +61,33 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UU
 	}
 	// Per (entity, key) of this batch: the newest row (later rows win ties), the
 	// oldest ts, and whether its ts only rose. A group commit holds up to 10,000
-	// rows of usually a few series: the map starts small and comes from a pool,
-	// not sized by the row count.
-	series := seriesPool.Get().(map[entityKey]seriesSpan)
+	// rows of usually a few series; the index and spans come from a pool.
+	b := spansPool.Get().(*spans)
 	defer func() {
-		clear(series)
-		seriesPool.Put(series)
+		b.index.Reset()
+		b.list = b.list[:0]
+		spansPool.Put(b)
 	}()
 	for i := range rows {
-		k := entityKey{rows[i].EntityID, rows[i].Key}
-		sp, ok := series[k]
-		switch {
-		case !ok:
-			sp = seriesSpan{newest: i, least: rows[i].Ts, last: rows[i].Ts, rising: true}
-		default:
-			sp.rising = sp.rising && rows[i].Ts > sp.last
-			sp.last = rows[i].Ts
-			sp.least = min(sp.least, rows[i].Ts)
-			if rows[i].Ts >= rows[sp.newest].Ts {
-				sp.newest = i
-			}
+		r := &rows[i]
+		j, added := b.index.Of(r.EntityID, r.Key)
+		if added {
+			b.list = append(b.list, seriesSpan{newest: i, least: r.Ts, last: r.Ts, rising: true})
+			continue
 		}
-		series[k] = sp
+		sp := &b.list[j]
+		sp.rising = sp.rising && r.Ts > sp.last
+		sp.last = r.Ts
+		sp.least = min(sp.least, r.Ts)
+		if r.Ts >= rows[sp.newest].Ts {
+			sp.newest = i
+		}
 	}
 	var repeats []uuid.UUID
 	args := make(map[uuid.UUID][]any)
-	for k, sp := range series {
+	for _, sp := range b.list {
 		r := &rows[sp.newest]
-		args[k.e] = append(args[k.e], k.k, strconv.FormatInt(r.Ts, 10), encodeValue(r.Entry), strconv.FormatInt(sp.least, 10))
+		args[r.EntityID] = append(args[r.EntityID], r.Key, strconv.FormatInt(r.Ts, 10), encodeValue(r.Entry), strconv.FormatInt(sp.least, 10))
 	}
 	results := make(map[uuid.UUID]*goredis.Cmd, len(args))
 	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
@@ -113,9 +108,9 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UU
 	// scan of the rows per series, so only for entities not already repeating:
 	// rows from concurrent requests of one device interleave in a group commit,
 	// and then usually reach below the stored latest ts too.
-	for k, sp := range series {
-		if !sp.rising && !slices.Contains(repeats, k.e) && twice(rows, k) {
-			repeats = append(repeats, k.e)
+	for j, sp := range b.list {
+		if k := b.index.Key(j); !sp.rising && !slices.Contains(repeats, k.Entity) && twice(rows, k) {
+			repeats = append(repeats, k.Entity)
 		}
 	}
 	return repeats, nil
@@ -128,14 +123,20 @@ type seriesSpan struct {
 	rising      bool  // every row's ts was above the one before
 }
 
-var seriesPool = sync.Pool{New: func() any { return make(map[entityKey]seriesSpan) }}
+// spans is UpdateLatest's scratch: list[j] is what it gathered of series j.
+type spans struct {
+	index series.Index
+	list  []seriesSpan
+}
+
+var spansPool = sync.Pool{New: func() any { return new(spans) }}
 
 // twice reports whether two rows of the series k share a ts: the slow path for a
 // series whose rows were not in rising ts order.
-func twice(rows []storage.Row, k entityKey) bool {
+func twice(rows []storage.Row, k series.Key) bool {
 	var ts []int64
 	for i := range rows {
-		if rows[i].EntityID == k.e && rows[i].Key == k.k {
+		if rows[i].EntityID == k.Entity && rows[i].Key == k.Name {
 			ts = append(ts, rows[i].Ts)
 		}
 	}
