@@ -1,7 +1,6 @@
 package apitest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-iot/sluice/internal/testenv"
 )
 
 var (
@@ -54,26 +55,8 @@ func freePort(t *testing.T) int {
 
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	exited chan error
-}
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startBinary runs the built binary with env (added to a minimal environment) and
@@ -83,7 +66,7 @@ func startBinary(t *testing.T, url string, env ...string) *proc {
 	cmd := exec.Command(sluiceBinary(t))
 	cmd.Dir = t.TempDir() // no configs/sluice.yaml there: defaults + environment
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	p := &proc{cmd: cmd, stderr: new(syncBuffer), exited: make(chan error, 1)}
+	p := &proc{cmd: cmd, stderr: new(testenv.Buffer), exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

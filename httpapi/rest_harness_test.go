@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sluice-iot/sluice/engine"
 	"github.com/sluice-iot/sluice/ingest"
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
@@ -31,32 +31,14 @@ type testNode struct {
 	API   *Server
 	Store *embedded.DB
 	// Logs holds every log line of the node (store and front end), at debug level.
-	Logs *logBuffer
-}
-
-// logBuffer is a bytes.Buffer safe for concurrent log writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	Logs *testenv.Buffer
 }
 
 // startTestNode starts a node that lives until the test ends. tweak, when given,
 // may change the engine configuration first.
 func startTestNode(t *testing.T, tweak ...func(*engine.Config)) *testNode {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	if err != nil {

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,13 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/testenv"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/storagetest"
@@ -324,9 +323,8 @@ func TestStallListener(t *testing.T) {
 
 // A debug logger sees every flush: Close flushes the memtable.
 func TestFlushLoggedAtDebug(t *testing.T) {
-	var buf bytes.Buffer
-	out := &syncWriter{w: &buf}
-	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var out testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	db, err := Open(t.TempDir(), Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -338,21 +336,7 @@ func TestFlushLoggedAtDebug(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	if !strings.Contains(buf.String(), `msg="storage flushed memtables"`) {
-		t.Fatalf("no flush in the debug log:\n%s", buf.String())
+	if !strings.Contains(out.String(), `msg="storage flushed memtables"`) {
+		t.Fatalf("no flush in the debug log:\n%s", out.String())
 	}
-}
-
-// syncWriter serializes writes: Pebble logs from its background goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
