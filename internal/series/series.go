@@ -30,7 +30,8 @@ type Index struct {
 // Of returns the number of the series (entity, name), and whether this call added
 // it.
 func (x *Index) Of(entity uuid.UUID, name string) (id int, added bool) {
-	if len(x.keys) > 0 {
+	hasLast := len(x.keys) > 0
+	if hasLast {
 		if p := x.next[x.last]; p >= 0 {
 			if k := &x.keys[p]; k.Entity == entity && k.Name == name {
 				x.last = p
@@ -49,7 +50,7 @@ func (x *Index) Of(entity uuid.UUID, name string) (id int, added bool) {
 		x.keys = append(x.keys, k)
 		x.next = append(x.next, -1)
 	}
-	if len(x.keys) > 1 || ok {
+	if hasLast {
 		x.next[x.last] = c
 	}
 	x.last = c
