@@ -17,7 +17,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -121,7 +120,7 @@ type lane struct {
 	scratch []storage.Row
 	repeat  []bool
 	seqs    []uint64
-	names   nameTable
+	dec     recordReader
 	// failed is set when a delivery fails: the next one may repeat rows the
 	// sink took before the failure, so all of its rows may repeat.
 	failed bool
@@ -360,10 +359,11 @@ func (l *lane) wakeUp() {
 }
 
 // scratch is a write's reusable memory: the buffer its records are encoded in,
-// and its rows' indexes by lane.
+// its rows' indexes by lane, and the encoder's series table.
 type scratch struct {
 	buf    []byte
 	byLane [][]int32
+	enc    recordEncoder
 }
 
 var writeScratch = sync.Pool{New: func() any { return new(scratch) }}
@@ -392,21 +392,14 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	if byLane != nil {
 		sc.byLane = byLane // kept for the next write; nil only means one lane
 	}
-	total := 0
-	if byLane == nil {
-		total = recHeaderLen + recordSize(rows)
-	}
-	for _, idx := range byLane {
-		if len(idx) > 0 {
-			total += recHeaderLen + recordSizeOf(rows, idx)
-		}
-	}
-	buf := slices.Grow(sc.buf[:0], total)
+	// The pooled buffer has grown to the size of earlier writes; a larger one
+	// grows it once more.
+	buf := sc.buf[:0]
 	var partsArr [8]part
 	parts := partsArr[:0]
 	add := func(lane int, idx []int32) {
 		start := len(buf)
-		buf = appendRecordOf(buf[:start+recHeaderLen], rows, idx)
+		buf = sc.enc.append(append(buf, make([]byte, recHeaderLen)...), rows, idx)
 		n := len(rows)
 		if idx != nil {
 			n = len(idx)
@@ -683,7 +676,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		rows = make([]storage.Row, 0, need)
 	}
 	defer func() {
-		clear(rows) // value strings are the delivery's own; key names stay in l.names
+		clear(rows) // value strings are the delivery's own; key names stay in l.dec
 		l.scratch, l.repeat, l.seqs = rows[:0], repeat[:0], seqs[:0]
 	}()
 	pos := l.pos
@@ -713,7 +706,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 			break
 		}
 		from := len(rows)
-		if rows, err = decodeRecord(rows, payload, &l.names); err != nil {
+		if rows, err = decodeRecord(rows, payload, &l.dec); err != nil {
 			return 0, held, fmt.Errorf("telemetry spool record %d: %w", h.seq, err)
 		}
 		// A row may repeat one the sink has unless its writer's verdict says it
@@ -814,51 +807,4 @@ func (s *Spool) closeFiles() error {
 		errs = append(errs, s.done.f.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// recordSize is the exact length appendRecord will produce.
-func recordSize(rows []storage.Row) int { return recordSizeOf(rows, nil) }
-
-// recordSizeOf is the exact length appendRecordOf will produce.
-func recordSizeOf(rows []storage.Row, idx []int32) int {
-	count := len(rows)
-	if idx != nil {
-		count = len(idx)
-	}
-	n := 1 + uvarintLen(uint64(count))
-	for j := range count {
-		r := &rows[j]
-		if idx != nil {
-			r = &rows[idx[j]]
-		}
-		n += 32 + varintLen(r.Ts) + uvarintLen(uint64(len(r.Key))) + len(r.Key) + 1
-		switch r.Value.Type {
-		case kv.Bool:
-			n++
-		case kv.Long:
-			n += varintLen(r.Value.Long)
-		case kv.Double:
-			n += 8
-		default:
-			n += uvarintLen(uint64(len(r.Value.Str))) + len(r.Value.Str)
-		}
-	}
-	return n
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
-
-func varintLen(v int64) int {
-	u := uint64(v) << 1
-	if v < 0 {
-		u = ^u
-	}
-	return uvarintLen(u)
 }
