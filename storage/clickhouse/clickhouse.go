@@ -55,6 +55,10 @@ type Store struct {
 	clock   clock
 	closed  atomic.Bool
 	threads atomic.Int32 // max_threads of the server, once read (report.go)
+
+	// beforeReportQuery, when set (tests), runs between a report's look at
+	// which rows need FINAL and its query.
+	beforeReportQuery func()
 }
 
 var _ storage.Telemetry = (*Store)(nil)

@@ -8,4 +8,7 @@ var (
 	insertDuration = metrics.NewHistogram(`sluice_clickhouse_insert_duration_seconds`)
 	insertedRows   = metrics.NewCounter(`sluice_clickhouse_inserted_rows_total`)
 	insertErrors   = metrics.NewCounter(`sluice_clickhouse_insert_errors_total`)
+	// reportRetries counts reports run again because a delivery raced their
+	// FINAL reads (Report).
+	reportRetries = metrics.NewCounter(`sluice_clickhouse_report_retries_total`)
 )

@@ -31,6 +31,29 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	if q.StartTs >= q.EndTs || len(q.Devices) == 0 || len(q.Keys) == 0 {
 		return nil, nil
 	}
+	// Which rows need FINAL is read before the report's query: the marked days
+	// and the partitions that are one merged part. A delivery marks a day before
+	// it inserts rows that may repeat a point, but its mark and rows can both land
+	// between that read and the query, whose FINAL then misses them and counts a
+	// point twice. So both are read again after the query: unchanged, nothing
+	// landed in between that the query read wrongly. Changed, the report runs
+	// again, and the last attempt reads every row with FINAL, which is right
+	// whatever lands meanwhile.
+	for attempt := 1; ; attempt++ {
+		out, stable, err := s.reportOnce(ctx, q, attempt == reportAttempts)
+		if err != nil || stable || attempt == reportAttempts {
+			return out, err
+		}
+		reportRetries.Inc()
+	}
+}
+
+// reportAttempts bounds the runs of a report whose FINAL reads raced a delivery.
+const reportAttempts = 3
+
+// reportOnce runs a report and tells whether what decided its FINAL reads was
+// the same after it (stable). everyFinal reads every row with FINAL.
+func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFinal bool) (out []storage.ReportRow, stable bool, err error) {
 	keys := make([]string, len(q.Keys))
 	for i, k := range q.Keys {
 		keys[i] = quote(k)
@@ -77,18 +100,23 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	}
 	qctx, err := tables()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	tombstoned := `SELECT DISTINCT entity_id FROM ` + s.table("telemetry_deletes") +
 		` WHERE ` + inDevices + ` AND (all_keys = 1 OR key IN (` + keyList + `))`
 	if whole, err = s.entities(qctx, tombstoned, "look up tombstones for a report"); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if everyFinal {
+		for _, d := range q.Devices {
+			whole[d] = true // every row of the device may hold copies
+		}
 	}
 	if qctx, err = tables(); err != nil { // a fresh copy of the table for each query
-		return nil, err
+		return nil, false, err
 	}
 	if marks, err = s.repeats(qctx, q.StartTs, q.EndTs, inDevices); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	marked = make(map[uuid.UUID]bool, len(whole)+len(marks))
 	for d := range whole {
@@ -122,9 +150,12 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	mayCopy := "(" + strings.Join(copies, " OR ") + ")"
 
 	// A partition that is one merged part holds no copies either.
-	clean, err := s.mergedRanges(ctx, q.StartTs, q.EndTs)
+	clean, parts, err := s.mergedRanges(ctx, q.StartTs, q.EndTs)
+	if everyFinal {
+		clean = nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	inClean := "0"
 	if len(clean) > 0 {
@@ -199,14 +230,16 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 		) ANY INNER JOIN report_devices USING entity_id
 		GROUP BY grp, ki, bucket`
 	if qctx, err = tables(); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if s.beforeReportQuery != nil {
+		s.beforeReportQuery()
 	}
 	rows, err := s.conn.Query(qctx, query, args...)
 	if err != nil {
-		return nil, fail("build a report", err)
+		return nil, false, fail("build a report", err)
 	}
 	defer rows.Close()
-	var out []storage.ReportRow
 	for rows.Next() {
 		var (
 			r               storage.ReportRow
@@ -219,10 +252,10 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 		)
 		if err := rows.Scan(&r.Group, &ki, &r.Bucket, &count, &ncnt, &r.Sum, &r.Min, &r.Max,
 			&uniq, &typ, &b, &l, &d, &str, &jsonV, &r.LatestTs, &r.Delta); err != nil {
-			return nil, fail("build a report", err)
+			return nil, false, fail("build a report", err)
 		}
 		if ki < 1 || ki > uint64(len(q.Keys)) {
-			return nil, fmt.Errorf("clickhouse: report row of key number %d of %d", ki, len(q.Keys))
+			return nil, false, fmt.Errorf("clickhouse: report row of key number %d of %d", ki, len(q.Keys))
 		}
 		r.Key = q.Keys[ki-1]
 		r.Count, r.NumCount, r.Uniq = int64(count), int64(ncnt), int64(uniq)
@@ -232,9 +265,24 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail("build a report", err)
+		return nil, false, fail("build a report", err)
 	}
-	return out, nil
+	rows.Close()
+	if everyFinal {
+		return out, true, nil
+	}
+	if qctx, err = tables(); err != nil {
+		return nil, false, err
+	}
+	marksAfter, err := s.repeats(qctx, q.StartTs, q.EndTs, inDevices)
+	if err != nil {
+		return nil, false, err
+	}
+	_, partsAfter, err := s.mergedRanges(ctx, q.StartTs, q.EndTs)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, partsAfter == parts && sameDays(marks, marksAfter), nil
 }
 
 // entities runs a query that returns entity ids, as a set.
@@ -312,23 +360,24 @@ func (s *Store) finalBranches(ctx context.Context) int {
 // mergedRanges returns the parts of [start, end) whose telemetry partition (a
 // month of ts in the server's time zone) is one part made by a merge:
 // ReplacingMergeTree keeps one row per (entity, key, ts) there. A part straight
-// from an insert is not merged: it may hold two copies of a point. A part that
-// arrives between this look and the report's query is read without FINAL; it can
-// only double a point replayed in that instant. Adjacent ranges are joined.
-func (s *Store) mergedRanges(ctx context.Context, start, end int64) ([][2]int64, error) {
-	rows, err := s.conn.Query(ctx, `SELECT partition, timezone() FROM system.parts
+// from an insert is not merged: it may hold two copies of a point. Adjacent
+// ranges are joined. parts names those merged parts, so that Report can tell
+// whether a part arrived or a merge ended between this look and its query.
+func (s *Store) mergedRanges(ctx context.Context, start, end int64) (out [][2]int64, parts string, err error) {
+	rows, err := s.conn.Query(ctx, `SELECT partition, timezone(), any(name) FROM system.parts
 		WHERE database = ? AND table = 'telemetry' AND active
 		GROUP BY partition HAVING count() = 1 AND min(level) > 0 ORDER BY partition`, strings.Trim(s.db, "`"))
 	if err != nil {
-		return nil, fail("list merged partitions", err)
+		return nil, "", fail("list merged partitions", err)
 	}
 	defer rows.Close()
-	var out [][2]int64
+	var names []string
 	for rows.Next() {
-		var part, tz string
-		if err := rows.Scan(&part, &tz); err != nil {
-			return nil, fail("list merged partitions", err)
+		var part, tz, name string
+		if err := rows.Scan(&part, &tz, &name); err != nil {
+			return nil, "", fail("list merged partitions", err)
 		}
+		names = append(names, name)
 		ym, err := strconv.Atoi(part) // toYYYYMM
 		loc, lerr := time.LoadLocation(tz)
 		if err != nil || lerr != nil {
@@ -345,7 +394,24 @@ func (s *Store) mergedRanges(ctx context.Context, start, end int64) ([][2]int64,
 			out = append(out, r)
 		}
 	}
-	return out, rows.Err()
+	return out, strings.Join(names, ","), rows.Err()
+}
+
+// sameDays reports whether a and b hold the same marked days, in any order.
+func sameDays(a, b []entityDay) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := make(map[entityDay]bool, len(a))
+	for _, d := range a {
+		in[d] = true
+	}
+	for _, d := range b {
+		if !in[d] {
+			return false
+		}
+	}
+	return true
 }
 
 // partials gives the inner (per device) and outer (per group) SELECT parts for

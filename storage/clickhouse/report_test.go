@@ -38,7 +38,7 @@ func TestReportMergedPartitions(t *testing.T) {
 	}
 	merged := func(want int) {
 		t.Helper()
-		if got, err := s.mergedRanges(ctx, march, april+30*86400_000); err != nil || len(got) != want {
+		if got, _, err := s.mergedRanges(ctx, march, april+30*86400_000); err != nil || len(got) != want {
 			t.Fatalf("merged partitions %v (%v), want %d", got, err, want)
 		}
 	}
@@ -64,6 +64,48 @@ func TestReportMergedPartitions(t *testing.T) {
 	}
 	merged(1)
 	count("one merged partition and one not", 3)
+}
+
+// TestReportRacingDelivery: a delivery whose mark and repeated rows land between
+// a report's look at which rows need FINAL and its query does not make the
+// report count a point twice, whether the partition was one merged part (read
+// without FINAL) or the day was not marked yet.
+func TestReportRacingDelivery(t *testing.T) {
+	s := OpenTest(t)
+	ctx := t.Context()
+	march := int64(1709251200000) // 2024-03-01 UTC
+	for _, merged := range []bool{true, false} {
+		dev := uuid.New()
+		point := []storage.Row{{EntityID: dev, Entry: kv.Entry{Ts: march + 1000, Key: "e", Value: kv.LongValue(1)}}}
+		if err := s.WriteHistory(ctx, point, []bool{false}); err != nil {
+			t.Fatal(err)
+		}
+		if merged {
+			if err := s.conn.Exec(ctx, "OPTIMIZE TABLE "+s.table("telemetry")+" FINAL"); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := s.mergedRanges(ctx, march, march+86400_000); err != nil || len(got) != 1 {
+				t.Fatalf("merged partitions %v (%v), want the one", got, err)
+			}
+		}
+		attempts := 0
+		s.beforeReportQuery = func() {
+			if attempts++; attempts == 1 { // the device sends the point again
+				if err := s.WriteHistory(ctx, point, []bool{true}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		rows, err := s.Report(ctx, storage.ReportQuery{Devices: []uuid.UUID{dev}, Groups: []uint32{0}, Keys: []string{"e"},
+			StartTs: march, EndTs: march + 86400_000, Aggs: storage.ReportCount})
+		s.beforeReportQuery = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 1 || rows[0].Count != 1 || attempts != 2 {
+			t.Fatalf("merged %v: rows %+v after %d attempts, want one counting 1 after 2", merged, rows, attempts)
+		}
+	}
 }
 
 // TestReportFinalBranches: the FINAL read split into one branch per server
@@ -95,7 +137,7 @@ func TestReportFinalBranches(t *testing.T) {
 	}
 	write(1)
 	write(10) // every point again, in a second part: the later value wins
-	if merged, err := s.mergedRanges(ctx, march, march+86400_000); err != nil || len(merged) != 0 {
+	if merged, _, err := s.mergedRanges(ctx, march, march+86400_000); err != nil || len(merged) != 0 {
 		t.Fatalf("merged partitions %v (%v), want none: the test needs a FINAL read", merged, err)
 	}
 	var wantSum [3]float64
