@@ -362,7 +362,7 @@ func (s *Store) finalBranches(ctx context.Context) int {
 // ReplacingMergeTree keeps one row per (entity, key, ts) there. A part straight
 // from an insert is not merged: it may hold two copies of a point. Adjacent
 // ranges are joined. parts names those merged parts, so that Report can tell
-// whether a part arrived or a merge ended between this look and its query.
+// whether a part arrived in them between this look and its query.
 func (s *Store) mergedRanges(ctx context.Context, start, end int64) (out [][2]int64, parts string, err error) {
 	rows, err := s.conn.Query(ctx, `SELECT partition, timezone(), any(name) FROM system.parts
 		WHERE database = ? AND table = 'telemetry' AND active
@@ -377,7 +377,6 @@ func (s *Store) mergedRanges(ctx context.Context, start, end int64) (out [][2]in
 		if err := rows.Scan(&part, &tz, &name); err != nil {
 			return nil, "", fail("list merged partitions", err)
 		}
-		names = append(names, name)
 		ym, err := strconv.Atoi(part) // toYYYYMM
 		loc, lerr := time.LoadLocation(tz)
 		if err != nil || lerr != nil {
@@ -386,8 +385,9 @@ func (s *Store) mergedRanges(ctx context.Context, start, end int64) (out [][2]in
 		from := time.Date(ym/100, time.Month(ym%100), 1, 0, 0, 0, 0, loc)
 		r := [2]int64{max(from.UnixMilli(), start), min(from.AddDate(0, 1, 0).UnixMilli(), end)}
 		if r[0] >= r[1] {
-			continue
+			continue // outside the report: its merges do not matter
 		}
+		names = append(names, name)
 		if n := len(out); n > 0 && out[n-1][1] == r[0] {
 			out[n-1][1] = r[1]
 		} else {
