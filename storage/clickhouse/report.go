@@ -150,12 +150,12 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFina
 	mayCopy := "(" + strings.Join(copies, " OR ") + ")"
 
 	// A partition that is one merged part holds no copies either.
-	clean, parts, err := s.mergedRanges(ctx, q.StartTs, q.EndTs)
-	if everyFinal {
-		clean = nil
-	}
-	if err != nil {
-		return nil, false, err
+	var clean [][2]int64
+	var parts string
+	if !everyFinal {
+		if clean, parts, err = s.mergedRanges(ctx, q.StartTs, q.EndTs); err != nil {
+			return nil, false, err
+		}
 	}
 	inClean := "0"
 	if len(clean) > 0 {
