@@ -97,7 +97,10 @@ type Result struct {
 	Status   map[int]int64 // answered requests by status code
 	Elapsed  time.Duration // from the end of warm-up to the last answer
 	// Latency is in µs, of answered and failed requests: from the send in a closed
-	// loop, from when the request was due in an open loop.
+	// loop, from when the request was due in an open loop. An open loop also
+	// records each Missed request, at the time from when it was due to the end of
+	// the run (a lower bound), so a target that stalls near the end does not drop
+	// its slowest requests from the percentiles.
 	Latency *hdrhistogram.Histogram
 	// Service is the latency from the actual send (µs); the same as Latency in a
 	// closed loop. In an open loop, Latency far above Service means requests waited
@@ -186,7 +189,7 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.TLS {
 		scheme = "https://"
 	}
-	r := &run{cfg: cfg, client: client, prefix: scheme + cfg.Addr}
+	r := &run{cfg: cfg, client: client, prefix: scheme + cfg.Addr, halt: make(chan struct{})}
 	start := time.Now()
 	r.measureFrom = start.Add(cfg.Warmup)
 	if cfg.Duration > 0 {
@@ -209,7 +212,9 @@ func Run(cfg Config) (*Result, error) {
 		go func() {
 			select {
 			case <-cfg.Stop:
+				r.stoppedAt.Store(time.Now().UnixNano())
 				r.stopped.Store(true)
+				close(r.halt)
 			case <-finished:
 			}
 		}()
@@ -224,7 +229,7 @@ func Run(cfg Config) (*Result, error) {
 
 	res := collect(workers)
 	res.Elapsed = end.Sub(r.measureFrom)
-	res.Missed = r.missed(end)
+	res.Missed = r.recordMissed(res.Latency, end)
 	if smp != nil {
 		res.Timeline = smp.stop(end)
 	}
@@ -264,18 +269,48 @@ func collect(workers []*worker) *Result {
 // missed is the number of recorded open-loop requests due before the end of the
 // Duration (or the Stop, when that came first) that never started.
 func (r *run) missed(end time.Time) int64 {
+	from, to, _ := r.missedSlots(end)
+	return to - from
+}
+
+// missedSlots are the schedule's indexes [from, to) of the requests missed, and
+// until is the end they were missed by. Workers take slots in order, so the
+// recorded slots taken are the first issued ones after the warm-up, and the
+// missed ones follow them.
+func (r *run) missedSlots(end time.Time) (from, to int64, until time.Time) {
 	if r.sched == nil || r.stopAt.IsZero() {
-		return 0
+		return 0, 0, time.Time{}
 	}
-	until := r.stopAt
-	if r.stopped.Load() && end.Before(until) {
-		until = end
+	until = r.stopAt
+	if r.stopped.Load() {
+		// The Stop itself, not the last answer after it, ends the schedule.
+		stop := end
+		if ns := r.stoppedAt.Load(); ns != 0 {
+			stop = time.Unix(0, ns)
+		}
+		if stop.Before(until) {
+			until = stop
+		}
 	}
-	due := max(0, r.sched.before(until)-r.sched.before(r.measureFrom))
+	first := r.sched.before(r.measureFrom)
+	due := max(0, r.sched.before(until)-first)
 	if r.cfg.Requests > 0 {
 		due = min(due, r.cfg.Requests)
 	}
-	return due - min(r.issued.Load(), due)
+	issued := min(r.issued.Load(), due)
+	return first + issued, first + due, until
+}
+
+// recordMissed records each missed request in h at the time from when it was due
+// to the end of the run, a lower bound of its latency: a target that stalls until
+// the end must not leave the stalled requests out of the percentiles (they would
+// otherwise be the ones coordinated omission hides). It returns how many there were.
+func (r *run) recordMissed(h *hdrhistogram.Histogram, end time.Time) int64 {
+	from, to, until := r.missedSlots(end)
+	for i := from; i < to; i++ {
+		_ = h.RecordValue(min(until.Sub(r.sched.at(i)), maxLatency).Microseconds())
+	}
+	return to - from
 }
 
 // merge adds c to into (nil: a new Counts) and returns it.
@@ -330,7 +365,9 @@ type run struct {
 	stopAt      time.Time // zero when only Requests bounds the run
 	sched       *schedule // nil in a closed loop
 	issued      atomic.Int64
-	stopped     atomic.Bool // Config.Stop was closed
+	stopped     atomic.Bool   // Config.Stop was closed
+	stoppedAt   atomic.Int64  // when, in Unix ns
+	halt        chan struct{} // closed with stopped: wakes workers waiting for a due time
 }
 
 // ticket is a worker's permission to send one request.
@@ -413,6 +450,7 @@ func newWorker(r *run, id int) *worker {
 }
 
 func (w *worker) loop() {
+	var wait *time.Timer
 	for seq := uint64(0); ; seq++ {
 		t := w.run.take(time.Now())
 		if !t.ok {
@@ -420,7 +458,18 @@ func (w *worker) loop() {
 		}
 		if !t.due.IsZero() {
 			if d := time.Until(t.due); d > 0 {
-				time.Sleep(d)
+				if wait == nil {
+					wait = time.NewTimer(d)
+				} else {
+					wait.Reset(d)
+				}
+				// A Stop ends the wait: the request, due after it, is not sent.
+				select {
+				case <-wait.C:
+				case <-w.run.halt:
+					wait.Stop()
+					return
+				}
 			}
 		}
 		w.once(seq, t)

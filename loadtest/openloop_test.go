@@ -280,3 +280,52 @@ func TestMissed(t *testing.T) {
 		t.Fatalf("closed loop: missed %d", got)
 	}
 }
+
+// TestMissedRecorded: each missed request is in the latency histogram at the time
+// from when it was due to the end it was missed by, so a stall at the end of a run
+// shows in the percentiles; a Stop ends the schedule when it came, not when the
+// last answer after it did.
+func TestMissedRecorded(t *testing.T) {
+	r := openRun(1000, 0, 10*time.Millisecond, 0)
+	r.issued.Store(7) // slots 0-6 were sent; 7, 8 and 9 (due at 7, 8, 9 ms) were not
+	h := newHistogram()
+	if n := r.recordMissed(h, r.stopAt.Add(time.Second)); n != 3 {
+		t.Fatalf("missed %d, want 3", n)
+	}
+	if h.TotalCount() != 3 || !h.ValuesAreEquivalent(h.Min(), 1000) || !h.ValuesAreEquivalent(h.Max(), 3000) {
+		t.Fatalf("recorded %d, %d-%d µs; want 3 of 1000-3000", h.TotalCount(), h.Min(), h.Max())
+	}
+
+	r = openRun(1000, 0, 10*time.Millisecond, 0)
+	r.issued.Store(2)
+	r.stopped.Store(true)
+	r.stoppedAt.Store(t0.Add(5 * time.Millisecond).UnixNano())
+	h = newHistogram()
+	if n := r.recordMissed(h, r.stopAt); n != 3 || !h.ValuesAreEquivalent(h.Max(), 3000) {
+		t.Fatalf("stopped at 5 ms, answered until 10 ms: missed %d, longest %d µs; want 3, 3000", n, h.Max())
+	}
+}
+
+// TestRunStopWhileWaiting: a Stop wakes workers waiting for their next due time,
+// and they send nothing after it.
+func TestRunStopWhileWaiting(t *testing.T) {
+	var served atomic.Int64
+	s := startServer(t, func(ctx *fasthttp.RequestCtx) { served.Add(1) })
+	stop := make(chan struct{})
+	go func() {
+		for served.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		close(stop)
+	}()
+	// At 1 request a second, slot 0 goes at once and the other 15 workers wait
+	// 1-15 s for theirs.
+	res, err := Run(Config{Addr: s.addr, Connections: 16, Duration: time.Hour, Rate: 1, Stop: stop,
+		Generate: Telemetry([]string{"/"}, 1, 2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests > 2 || served.Load() > 2 {
+		t.Fatalf("%d requests answered, %d served after the Stop; want at most 2", res.Requests, served.Load())
+	}
+}
