@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/sluice-iot/sluice/internal/testenv"
 )
 
 // TestHarnessSmoke runs every embedded target for a few requests: the harness works
@@ -30,6 +32,30 @@ func TestHarnessSmoke(t *testing.T) {
 	}
 	if !strings.Contains(table.String(), "| sluice embedded, 2 devices | batch100 |") {
 		t.Fatalf("table:\n%s", table.String())
+	}
+}
+
+// TestHarnessProduction runs the ClickHouse + Redis target for a few requests of
+// each payload, for the demo device and for devices it created: the node starts on
+// a fresh database and key prefix, acknowledges every request, and Close drops
+// them again.
+func TestHarnessProduction(t *testing.T) {
+	addrs := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	for _, devices := range []int{1, 2} {
+		var log bytes.Buffer
+		cells, err := Run(Options{Connections: 2, Requests: 20, Devices: devices, Only: "clickhouse",
+			ClickHouseAddr: addrs[0], RedisAddr: addrs[1], Log: &log})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log.String())
+		}
+		if len(cells) != len(Payloads) {
+			t.Fatalf("%d devices: %d cells\n%s", devices, len(cells), log.String())
+		}
+		for _, c := range cells {
+			if r := c.Result; r.Requests != 20 || r.Status[200] != 20 || r.Errors != 0 || !strings.HasPrefix(c.Target, "sluice clickhouse+redis") {
+				t.Fatalf("%s %s: %v\n%s", c.Target, c.Payload, r, log.String())
+			}
+		}
 	}
 }
 

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,15 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run is main without the exit, so that the deferred profile and trace writers
+// finish their files even when the run fails.
+func run() error {
 	opts := bench.Options{
 		ClickHouseAddr: os.Getenv("CLICKHOUSE_ADDR"),
 		RedisAddr:      os.Getenv("REDIS_ADDR"),
@@ -43,7 +53,7 @@ func main() {
 	if *nodeLog != "" {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(*nodeLog)); err != nil {
-			fail(fmt.Errorf("-log: %w", err))
+			return fmt.Errorf("-log: %w", err)
 		}
 		opts.NodeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
@@ -54,10 +64,11 @@ func main() {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			fail(err)
+			return err
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fail(err)
+			f.Close()
+			return err
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
@@ -65,10 +76,11 @@ func main() {
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
 		if err != nil {
-			fail(err)
+			return err
 		}
 		if err := trace.Start(f); err != nil {
-			fail(err)
+			f.Close()
+			return err
 		}
 		defer f.Close()
 		defer trace.Stop()
@@ -85,14 +97,9 @@ func main() {
 	cells, err := bench.Run(opts)
 	bench.WriteTable(os.Stdout, cells)
 	if *memProfile != "" {
-		if werr := writeAllocs(*memProfile); werr != nil {
-			fail(werr)
-		}
+		err = errors.Join(err, writeAllocs(*memProfile))
 	}
-	if err != nil {
-		pprof.StopCPUProfile()
-		fail(err)
-	}
+	return err
 }
 
 // writeAllocs writes the allocation profile: everything allocated since start,
@@ -107,9 +114,4 @@ func writeAllocs(path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "sluice-bench:", err)
-	os.Exit(1)
 }
