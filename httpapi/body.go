@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -65,7 +66,13 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx, b *batch) ([]byte, codec.
 	if isIdentity(enc) {
 		return ctx.PostBody(), dec, true
 	}
-	if b.body, err = decompress(b.body[:0], enc, ctx.PostBody(), s.maxBodySize()); err != nil {
+	// A pooled buffer counts against the budget too while this request holds it.
+	b.inflate = &s.inflate
+	if c := cap(b.body); c > 0 && !b.reserve(c) {
+		s.fail(ctx, errInflateBusy)
+		return nil, nil, false
+	}
+	if b.body, err = decompress(b.body[:0], enc, ctx.PostBody(), s.maxBodySize(), b); err != nil {
 		s.fail(ctx, err)
 		return nil, nil, false
 	}
@@ -90,6 +97,34 @@ const maxPooledBody = 4 << 20
 // errTooLarge is a decompressed body past the limit.
 var errTooLarge = errors.New("decompressed body exceeds the limit")
 
+// errInflateBusy is a decompression refused because the bodies being
+// decompressed at the same moment already hold the node's budget: a 503.
+var errInflateBusy = errors.New("too many large compressed bodies are being decompressed at once; retry later")
+
+// inflateBudget bounds the memory that the buffers of the decompressed bodies of
+// all requests in flight may take together (pooled buffers included). One body is bounded by the body
+// limit, but a compressed body that small on the wire (a 50 KB gzip of zeros
+// decompresses to the 50 MiB limit) makes many of them at once cheap to send;
+// past the budget a request is answered 503 instead of growing the heap.
+type inflateBudget struct{ left atomic.Int64 }
+
+// inflateBudgetFor is the budget for a body limit: four bodies at the limit,
+// and at least 64 MiB so that small limits do not refuse ordinary batches.
+func inflateBudgetFor(limit int) int64 { return max(4*int64(limit), 64<<20) }
+
+func (ib *inflateBudget) take(n int) bool {
+	if ib.left.Add(-int64(n)) < 0 {
+		ib.left.Add(int64(n))
+		return false
+	}
+	return true
+}
+
+func (ib *inflateBudget) give(n int) { ib.left.Add(int64(n)) }
+
+// reserver is what decompress asks before it grows a buffer by n bytes.
+type reserver interface{ reserve(n int) bool }
+
 type unsupportedEncodingError struct{ enc string }
 
 func (e *unsupportedEncodingError) Error() string {
@@ -103,8 +138,9 @@ func isIdentity(enc []byte) bool {
 
 // decompress appends the body decoded from Content-Encoding enc to dst. It
 // reads at most limit+1 bytes of output: more is errTooLarge. Corrupt data is
-// an error that names the encoding, for a 400.
-func decompress(dst []byte, enc, body []byte, limit int) ([]byte, error) {
+// an error that names the encoding, for a 400. Each new buffer is reserved
+// from res first (nil: no budget); a refusal is errInflateBusy.
+func decompress(dst []byte, enc, body []byte, limit int, res reserver) ([]byte, error) {
 	enc = bytes.TrimSpace(enc)
 	switch {
 	case bytes.EqualFold(enc, []byte("gzip")), bytes.EqualFold(enc, []byte("x-gzip")):
@@ -114,7 +150,7 @@ func decompress(dst []byte, enc, body []byte, limit int) ([]byte, error) {
 		if err := r.zr.Reset(&r.src); err != nil {
 			return dst, corrupt("gzip", err)
 		}
-		return readLimited(dst, &r.zr, limit, "gzip")
+		return readLimited(dst, &r.zr, limit, "gzip", res)
 	case bytes.EqualFold(enc, []byte("zstd")):
 		r, err := getZstd()
 		if err != nil {
@@ -125,7 +161,7 @@ func decompress(dst []byte, enc, body []byte, limit int) ([]byte, error) {
 		if err := r.reset(zstdWindow(limit)); err != nil {
 			return dst, corrupt("zstd", err)
 		}
-		return readLimited(dst, r.zr, limit, "zstd")
+		return readLimited(dst, r.zr, limit, "zstd", res)
 	}
 	return dst, &unsupportedEncodingError{enc: string(enc)}
 }
@@ -144,12 +180,18 @@ func corrupt(enc string, err error) error {
 
 // readLimited appends all of r to dst, growing dst by doubling but never past
 // limit+1 bytes, so what it allocates is bounded by the limit however much r
-// would produce.
-func readLimited(dst []byte, r io.Reader, limit int, enc string) ([]byte, error) {
+// would produce; each growth is reserved from res (when not nil) first.
+func readLimited(dst []byte, r io.Reader, limit int, enc string, res reserver) ([]byte, error) {
 	start := len(dst)
 	for {
 		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, min(max(cap(dst)-start, 16<<10), limit+1-(len(dst)-start)))
+			grow := min(max(cap(dst)-start, 16<<10), limit+1-(len(dst)-start))
+			// The new array holds the old one's bytes too, and the old one stays
+			// until the collector takes it: reserve the whole new capacity.
+			if res != nil && !res.reserve(len(dst)+grow) {
+				return dst[:start], errInflateBusy
+			}
+			dst = slices.Grow(dst, grow)
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]

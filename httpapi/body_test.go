@@ -67,7 +67,7 @@ func TestDecompress(t *testing.T) {
 	plain := []byte(strings.Repeat(`{"temperature":21.5}`, 100))
 	f := func(enc string, body []byte, limit int, want []byte, wantErr string) {
 		t.Helper()
-		got, err := decompress([]byte("old"), []byte(enc), body, limit)
+		got, err := decompress([]byte("old"), []byte(enc), body, limit, nil)
 		switch {
 		case wantErr == "" && err != nil:
 			t.Fatalf("%s: %v", enc, err)
@@ -116,7 +116,7 @@ func TestZipBomb(t *testing.T) {
 	}{{"gzip", gzipped(t, zeros)}, {"zstd", zstded(t, zeros)}, {"zstd", zstdStream(t, zeros, limit)}} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := decompress(nil, []byte(c.enc), c.body, limit)
+		_, err := decompress(nil, []byte(c.enc), c.body, limit, nil)
 		runtime.ReadMemStats(&after)
 		if !errors.Is(err, errTooLarge) {
 			t.Fatalf("%s: %v", c.enc, err)
@@ -164,11 +164,11 @@ func FuzzDecompress(f *testing.F) {
 			enc, pack = "zstd", zs
 		}
 		// Any bytes: an error or at most limit bytes, never a panic.
-		if got, err := decompress(nil, []byte(enc), data, limit); err == nil && len(got) > limit {
+		if got, err := decompress(nil, []byte(enc), data, limit, nil); err == nil && len(got) > limit {
 			t.Fatalf("%d bytes past the %d limit", len(got), limit)
 		}
 		// A compressed body comes back whole, or is too large.
-		got, err := decompress(nil, []byte(enc), pack(t, data), limit)
+		got, err := decompress(nil, []byte(enc), pack(t, data), limit, nil)
 		switch {
 		case len(data) > limit && !errors.Is(err, errTooLarge):
 			t.Fatalf("%d bytes: %v, want too large", len(data), err)
@@ -466,5 +466,57 @@ func TestAPIDocBodies(t *testing.T) {
 		if op.Responses.Value("415") == nil || op.Responses.Value("413") == nil {
 			t.Errorf("%s: 413 or 415 not documented", id)
 		}
+	}
+}
+
+// TestInflateBudget: decompressed bodies of all requests together stay within the
+// node's budget. Past it a request gets a 503 with Retry-After and its JSON error;
+// every request, answered or refused, gives back what it took.
+func TestInflateBudget(t *testing.T) {
+	n := startTestNode(t)
+	devTelemetry := "/api/v1/" + n.Demo.DemoDeviceToken + "/telemetry"
+	full := inflateBudgetFor(1 << 20)
+	if got := n.API.inflate.left.Load(); got != full {
+		t.Fatalf("budget %d, want %d", got, full)
+	}
+	// A batch that decompresses to about 600 KB.
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range 20000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"ts":%d,"values":{"v":%d}}`, 1700000000000+int64(i), i%10)
+	}
+	b.WriteByte(']')
+	body := gzipped(t, []byte(b.String()))
+
+	// Other requests hold all but 100 KiB.
+	held := int(full - 100<<10)
+	if !n.API.inflate.take(held) {
+		t.Fatal("cannot take the budget")
+	}
+	req, err := http.NewRequest("POST", n.URL+devTelemetry, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e apiError
+	n.decode(out, &e)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || e.Status != 503 || !strings.Contains(e.Message, "retry later") {
+		t.Fatalf("over the budget: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), out)
+	}
+	n.API.inflate.give(held)
+
+	n.expectPost(devTelemetry, "", body, 200, "", "Content-Encoding: gzip")
+	n.expectPost(devTelemetry, "", gzipped(t, make([]byte, 8<<20)), 413, "Payload size exceeds", "Content-Encoding: gzip")
+	if got := n.API.inflate.left.Load(); got != full {
+		t.Fatalf("budget %d after the requests, want all of it back (%d)", got, full)
 	}
 }

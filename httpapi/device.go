@@ -30,6 +30,18 @@ type batch struct {
 	entries []kv.Entry
 	rows    []storage.Row
 	body    []byte
+	// inflate is the budget the decompressed body was reserved from, and held
+	// how much of it; reset gives it back.
+	inflate *inflateBudget
+	held    int
+}
+
+func (b *batch) reserve(n int) bool {
+	if !b.inflate.take(n) {
+		return false
+	}
+	b.held += n
+	return true
 }
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
@@ -42,6 +54,10 @@ func (b *batch) reset() {
 		b.body = nil
 	}
 	b.body = b.body[:0]
+	if b.held > 0 {
+		b.inflate.give(b.held)
+	}
+	b.inflate, b.held = nil, 0
 }
 
 // device authenticates a device-API request by the token in the path and counts

@@ -59,6 +59,9 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 		writeError(ctx, statusOf(ee.Code), ee.Code, ee.Msg)
 	case errors.As(err, &ce):
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, ce.Msg)
+	case errors.Is(err, errInflateBusy):
+		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Too many large compressed bodies are being decompressed at once; retry later")
+		ctx.Response.Header.Set("Retry-After", "1") // after writeError, which resets the response
 	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrSpoolFull), errors.Is(err, ingest.ErrClosed):
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
 	case errors.Is(err, storage.ErrUnavailable):

@@ -57,6 +57,7 @@ type Server struct {
 	polls     context.Context
 	stopPolls context.CancelFunc
 
+	inflate    inflateBudget  // decompressed bodies of all requests (body.go)
 	reqMetrics requestMetrics // see metrics.go
 	gauges     *metrics.Set   // this node's gauges on /metrics
 }
@@ -73,6 +74,7 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 	polls, stopPolls := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background(),
 		polls: polls, stopPolls: stopPolls, gauges: metrics.NewSet()}
+	s.inflate.left.Store(inflateBudgetFor(s.maxBodySize()))
 	s.gauges.NewGauge(`sluice_long_polls_open`, func() float64 { return float64(eng.OpenPolls()) })
 	return s
 }
