@@ -269,3 +269,41 @@ func toPlainModel(unscaled *big.Int, scale int64) string {
 	}
 	return sign + "0." + strings.Repeat("0", int(-point)) + digits
 }
+
+// FuzzDecoderFor: any Content-Type value picks a registered decoder exactly when
+// its media type (before ';', trimmed, in any case) is registered, and is an
+// *UnsupportedTypeError naming it otherwise; parameters never change the choice.
+func FuzzDecoderFor(f *testing.F) {
+	for _, s := range []string{"", "application/json", "Application/JSON; charset=utf-8", " text/plain ;x",
+		"application/x-protobuf", "application/protobuf;proto=sluice.Telemetry", "application/xml", ";", "\x00",
+		"application/x-www-form-urlencoded", strings.Repeat("A", 70)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ct string) {
+		d, err := DecoderFor([]byte(ct))
+		mt, _, _ := strings.Cut(ct, ";")
+		mt = strings.TrimSpace(mt)
+		want, known := registry[asciiLower(mt)]
+		var ute *UnsupportedTypeError
+		switch {
+		case known && (err != nil || d != want):
+			t.Fatalf("%q: %v, %v; want the decoder of %q", ct, d, err, mt)
+		case !known && (err == nil || !errors.As(err, &ute)):
+			t.Fatalf("%q: %v, %v; want an *UnsupportedTypeError", ct, d, err)
+		}
+		if d2, err2 := DecoderFor([]byte(mt + "; q=1")); (err2 == nil) != (err == nil) || d2 != d {
+			t.Fatalf("%q: a parameter changed the decoder", ct)
+		}
+	})
+}
+
+// asciiLower lowers A-Z only, as HTTP media types are matched.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

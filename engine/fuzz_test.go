@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -86,6 +88,49 @@ func FuzzRPCRequest(f *testing.F) {
 		}
 		if sent := deviceRPCBody(r); !json.Valid(sent) {
 			t.Fatalf("%q: device body %q is not JSON", body, sent)
+		}
+	})
+}
+
+// FuzzAuthenticate: no X-Authorization value panics the engine, and none
+// authenticates as anyone but the holder of a real credential. The seeds are a
+// tenant admin's access and refresh tokens and API key, and forgeries of them.
+func FuzzAuthenticate(f *testing.F) {
+	te := newTestEngine(f)
+	ctx := context.Background()
+	access, refresh, err := te.Login(ctx, DemoTenantAdminEmail, "tenant")
+	if err != nil {
+		f.Fatal(err)
+	}
+	admin, err := te.Authenticate(ctx, "Bearer "+access)
+	if err != nil {
+		f.Fatal(err)
+	}
+	key, err := te.SaveAPIKey(ctx, admin, &APIKey{APIKeyInfo: APIKeyInfo{Description: "fuzz", Enabled: true}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	parts := strings.Split(access, ".")
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	for _, s := range []string{
+		"Bearer " + access, "Bearer  " + access + " ", "bearer " + access, "Bearer " + refresh,
+		"ApiKey " + *key.Value, "ApiKey " + strings.ToUpper(*key.Value), "ApiKey " + *key.Value + "x",
+		"Bearer " + none + "." + parts[1] + ".", "Bearer " + parts[0] + "." + parts[1] + ".",
+		"Bearer " + parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-2],
+		"Bearer ", "ApiKey ", "", "Bearer a.b.c", "Bearer ....", "Basic dGVuYW50OnRlbmFudA==",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		p, err := te.Authenticate(ctx, header)
+		if err != nil {
+			if p != nil {
+				t.Fatalf("%q: principal %+v with error %v", header, p, err)
+			}
+			return
+		}
+		if p == nil || p.UserID != admin.UserID || p.TenantID != admin.TenantID || p.Authority != admin.Authority {
+			t.Fatalf("%q authenticated as %+v, not as the credential's holder %+v", header, p, admin)
 		}
 	})
 }

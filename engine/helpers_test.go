@@ -17,7 +17,7 @@ type testEngine struct {
 	demo BootstrapResult
 }
 
-func newTestEngine(t *testing.T) *testEngine {
+func newTestEngine(t testing.TB) *testEngine {
 	t.Helper()
 	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -33,7 +33,7 @@ func newTestEngine(t *testing.T) *testEngine {
 }
 
 // login returns the principal of a user after a real login.
-func (te *testEngine) login(t *testing.T, email, password string) *Principal {
+func (te *testEngine) login(t testing.TB, email, password string) *Principal {
 	t.Helper()
 	access, _, err := te.Login(context.Background(), email, password)
 	if err != nil {

@@ -520,3 +520,41 @@ func TestInflateBudget(t *testing.T) {
 		t.Fatalf("budget %d after the requests, want all of it back (%d)", got, full)
 	}
 }
+
+// FuzzContentEncoding: any Content-Encoding value either names gzip (x-gzip) or
+// zstd, in any case and with spaces around, and the body decodes, or is identity,
+// or is a 415 naming it; never a panic.
+func FuzzContentEncoding(f *testing.F) {
+	for _, s := range []string{"gzip", " GZip ", "x-gzip", "zstd", "ZSTD", "identity", "", "br", "deflate",
+		"gzip, zstd", "gzip;q=1", "\x00", "gzi"} {
+		f.Add(s)
+	}
+	const body = `{"a":1}`
+	gz, zs := gzipped(f, []byte(body)), zstded(f, []byte(body))
+	f.Fuzz(func(t *testing.T, enc string) {
+		name := strings.TrimSpace(enc)
+		is := func(s string) bool { return strings.EqualFold(name, s) }
+		if isIdentity([]byte(enc)) != (name == "" || is("identity")) {
+			t.Fatalf("%q: identity %v", enc, isIdentity([]byte(enc)))
+		}
+		if isIdentity([]byte(enc)) {
+			return
+		}
+		packed := gz
+		if is("zstd") {
+			packed = zs
+		}
+		got, err := decompress(nil, []byte(enc), packed, 1<<10, nil)
+		var bad *unsupportedEncodingError
+		switch {
+		case is("gzip"), is("x-gzip"), is("zstd"):
+			if err != nil || string(got) != body {
+				t.Fatalf("%q: %q, %v", enc, got, err)
+			}
+		default:
+			if !errors.As(err, &bad) {
+				t.Fatalf("%q: %q, %v; want unsupported", enc, got, err)
+			}
+		}
+	})
+}
