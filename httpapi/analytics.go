@@ -123,7 +123,7 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			return
 		}
 		var req engine.ReportRequest
-		if err := decodeJSON(ctx.PostBody(), &req); err != nil {
+		if err := decodeJSON(ctx.PostBody(), &req, s.cfg.Limits); err != nil {
 			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
 				"Invalid request body: want {viewConfigId, rangeStartTs?, rangeEndTs?, filters?: {name: [values]}}")
 			return

@@ -558,3 +558,26 @@ func FuzzContentEncoding(f *testing.F) {
 		}
 	})
 }
+
+// TestRESTBodyLimits: the nesting and keys-per-object limits of telemetry apply
+// to every REST body too, free-form fields (RPC params, additionalInfo) included,
+// and a refusal names the limit.
+func TestRESTBodyLimits(t *testing.T) {
+	n := startTestNode(t)
+	auth := n.tenant()
+	dev := n.Demo.DemoDeviceID.String()
+	deep := strings.Repeat(`{"a":`, 40) + "1" + strings.Repeat("}", 40)
+	n.expectPost("/api/rpc/oneway/"+dev, auth, []byte(`{"method":"m","params":`+deep+`}`), 400, "nesting depth exceeds 32")
+	var wide strings.Builder
+	wide.WriteString(`{"name":"wide","type":"default","additionalInfo":{`)
+	for i := range 1001 {
+		if i > 0 {
+			wide.WriteByte(',')
+		}
+		fmt.Fprintf(&wide, `"k%d":%d`, i, i)
+	}
+	wide.WriteString(`}}`)
+	n.expectPost("/api/device", auth, []byte(wide.String()), 400, "object has more than 1000 keys")
+	n.expectPost("/api/device", auth, []byte(`{"name":"narrow","type":"default","additionalInfo":{"a":[1,{"b":2}]}}`), 200, "")
+	n.expectPost("/api/v1/"+n.Demo.DemoDeviceToken+"/rpc", "", []byte(`{"method":"m","params":`+deep+`}`), 400, "nesting depth exceeds 32")
+}

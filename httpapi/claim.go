@@ -13,6 +13,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/engine"
 )
 
@@ -30,7 +31,7 @@ func (s *Server) postClaim(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	req, err := parseClaimRequest(ctx.PostBody())
+	req, err := parseClaimRequest(ctx.PostBody(), s.cfg.Limits)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -46,7 +47,7 @@ func (s *Server) claimDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !ok {
 		return
 	}
-	req, err := parseClaimRequest(ctx.PostBody())
+	req, err := parseClaimRequest(ctx.PostBody(), s.cfg.Limits)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -94,14 +95,14 @@ type claimRequest struct {
 // and absent or null fields mean the defaults ("" and 0: the configured
 // duration). secretKey may also be a number or boolean and durationMs a numeric
 // string, as ThingsBoard's lenient reader takes them; anything else is a 400.
-func parseClaimRequest(body []byte) (claimRequest, error) {
+func parseClaimRequest(body []byte, lim codec.Limits) (claimRequest, error) {
 	var req claimRequest
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return req, nil
 	}
 	var raw map[string]json.RawMessage
-	if err := decodeJSON(body, &raw); err != nil {
+	if err := decodeJSON(body, &raw, lim); err != nil {
 		return req, errClaimBody("the body must be a JSON object")
 	}
 	if v, ok := raw["secretKey"]; ok {

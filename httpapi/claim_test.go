@@ -4,12 +4,14 @@ import (
 	"math"
 	"strconv"
 	"testing"
+
+	"github.com/sluice-iot/sluice/codec"
 )
 
 func TestParseClaimRequest(t *testing.T) {
 	f := func(body, wantKey string, wantMs int64) {
 		t.Helper()
-		got, err := parseClaimRequest([]byte(body))
+		got, err := parseClaimRequest([]byte(body), codec.Limits{})
 		if err != nil {
 			t.Fatalf("%q: %v", body, err)
 		}
@@ -37,7 +39,7 @@ func TestParseClaimRequest(t *testing.T) {
 
 	bad := func(body string) {
 		t.Helper()
-		if _, err := parseClaimRequest([]byte(body)); err == nil {
+		if _, err := parseClaimRequest([]byte(body), codec.Limits{}); err == nil {
 			t.Fatalf("%q: no error", body)
 		}
 	}
@@ -63,12 +65,12 @@ func FuzzParseClaimRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseClaimRequest(body)
+		req, err := parseClaimRequest(body, codec.Limits{})
 		if err != nil {
 			return
 		}
-		again, err := parseClaimRequest([]byte(`{"secretKey":` + string(appendJSONString(nil, req.SecretKey)) +
-			`,"durationMs":` + strconv.FormatInt(req.DurationMs, 10) + `}`))
+		again, err := parseClaimRequest([]byte(`{"secretKey":`+string(appendJSONString(nil, req.SecretKey))+
+			`,"durationMs":`+strconv.FormatInt(req.DurationMs, 10)+`}`), codec.Limits{})
 		if err != nil || again != req {
 			t.Fatalf("%q parsed as %+v, its re-encoding as %+v (%v)", body, req, again, err)
 		}

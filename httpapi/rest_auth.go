@@ -54,7 +54,7 @@ type loginRequest struct {
 // "Authentication failed" (401), as ThingsBoard's login filter answers.
 func (s *Server) login(ctx *fasthttp.RequestCtx) {
 	var req loginRequest
-	if err := decodeJSON(ctx.PostBody(), &req); err != nil {
+	if err := decodeJSON(ctx.PostBody(), &req, s.cfg.Limits); err != nil {
 		s.fail(ctx, engine.ErrAuthFailed)
 		return
 	}
@@ -72,7 +72,7 @@ func (s *Server) refreshToken(ctx *fasthttp.RequestCtx) {
 	var req struct {
 		RefreshToken string `json:"refreshToken"`
 	}
-	if err := decodeJSON(ctx.PostBody(), &req); err != nil {
+	if err := decodeJSON(ctx.PostBody(), &req, s.cfg.Limits); err != nil {
 		s.fail(ctx, engine.ErrAuthFailed)
 		return
 	}

@@ -3,11 +3,14 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 
 	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/engine"
 )
 
@@ -35,7 +38,7 @@ func (s *Server) postClientRPC(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	method, params, err := parseClientRPC(ctx.PostBody(), s.cfg.Limits.MaxDepth)
+	method, params, err := parseClientRPC(ctx.PostBody(), s.cfg.Limits)
 	if err != nil {
 		s.fail(ctx, err)
 		return
@@ -53,13 +56,14 @@ func (s *Server) postClientRPC(ctx *fasthttp.RequestCtx) {
 
 // parseClientRPC reads {"method":"..","params":any}. method must be a non-empty
 // string; params may be any JSON and absent means null (nil). Unknown fields are
-// ignored. Nesting deeper than maxDepth (0: 32) is refused, as for telemetry.
-func parseClientRPC(body []byte, maxDepth int) (method string, params []byte, err error) {
-	if maxDepth <= 0 {
-		maxDepth = 32
+// ignored. Nesting and keys per object past lim are refused, as for telemetry.
+func parseClientRPC(body []byte, lim codec.Limits) (method string, params []byte, err error) {
+	// The limits first, with strict JSON: sonic lets raw control characters
+	// through in strings, and params go on to a strict JSON.parse.
+	var ce *codec.Error
+	if err := codec.CheckJSON(body, lim); errors.As(err, &ce) && !strings.HasPrefix(ce.Msg, "invalid JSON") && ce.Msg != "empty body" {
+		return "", nil, errClientRPC(ce.Msg)
 	}
-	// json.Valid first: sonic lets raw control characters through in strings,
-	// and params go on to a strict JSON.parse.
 	var req map[string]json.RawMessage
 	if !json.Valid(body) || sonic.Unmarshal(body, &req) != nil || req == nil {
 		return "", nil, errClientRPC("the body must be a JSON object")
@@ -67,9 +71,6 @@ func parseClientRPC(body []byte, maxDepth int) (method string, params []byte, er
 	raw, ok := req["method"]
 	if !ok || sonic.Unmarshal(raw, &method) != nil || method == "" {
 		return "", nil, errClientRPC("method must be a non-empty string")
-	}
-	if depth(body) > maxDepth {
-		return "", nil, errClientRPC("nesting depth exceeds " + itoa(maxDepth))
 	}
 	if p := bytes.TrimSpace(req["params"]); len(p) > 0 && string(p) != "null" {
 		params = p
@@ -79,27 +80,6 @@ func parseClientRPC(body []byte, maxDepth int) (method string, params []byte, er
 
 func errClientRPC(why string) error {
 	return engine.Errorf(engine.CodeBadRequestParams, "Invalid client-side RPC request: %s", why)
-}
-
-// depth is the deepest nesting of objects and arrays in valid JSON text.
-func depth(b []byte) int {
-	d, deepest, inString := 0, 0, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString && c == '\\':
-			i++
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '{' || c == '[':
-			d++
-			deepest = max(deepest, d)
-		case c == '}' || c == ']':
-			d--
-		}
-	}
-	return deepest
 }
 
 // saveRPCRule is POST /api/rpc/client/rules: creates the rule of (method,

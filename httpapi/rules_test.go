@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/sluice-iot/sluice/codec"
 )
 
 func TestParseClientRPC(t *testing.T) {
 	f := func(body, wantMethod, wantParams, wantErr string) {
 		t.Helper()
-		method, params, err := parseClientRPC([]byte(body), 4)
+		method, params, err := parseClientRPC([]byte(body), codec.Limits{MaxDepth: 4, MaxObjectKeys: 3})
 		if wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), wantErr) {
 				t.Fatalf("parseClientRPC(%s) error = %v, want %q", body, err, wantErr)
@@ -29,6 +31,7 @@ func TestParseClientRPC(t *testing.T) {
 	f(`{"method":"\u00e9t\"at"}`, "ét\"at", ``, "")
 	f(`{"method":"m","params":{"a":{"b":[1]}}}`, "m", `{"a":{"b":[1]}}`, "")
 	f(`{"method":"m","params":{"a":{"b":[{}]}}}`, "", "", "nesting depth exceeds 4")
+	f(`{"method":"m","params":{"a":1,"b":2,"c":3,"d":4}}`, "", "", "object has more than 3 keys")
 	f(`{"method":"m","params":"[[[[[[["}`, "m", `"[[[[[[["`, "")
 	f(``, "", "", "must be a JSON object")
 	f(`null`, "", "", "must be a JSON object")
@@ -48,7 +51,7 @@ func FuzzParseClientRPC(f *testing.F) {
 		if len(body) > 4096 {
 			return // longer bodies only repeat what short ones reach, slowly
 		}
-		method, params, err := parseClientRPC(body, 32)
+		method, params, err := parseClientRPC(body, codec.Limits{})
 		if err != nil {
 			return
 		}

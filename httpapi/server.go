@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -168,18 +169,30 @@ var strictJSON = sonic.Config{ValidateString: true}.Froze()
 var errInvalidUTF8 = errors.New("the body is not valid UTF-8")
 
 // decodeJSON decodes a whole REST body into v, refusing invalid UTF-8 (which
-// sonic passes through even with ValidateString) and raw control characters.
-func decodeJSON(body []byte, v any) error {
+// sonic passes through even with ValidateString) and raw control characters,
+// and JSON nested deeper or with more keys in an object than lim allows (free-form
+// fields such as RPC params would otherwise reach the store unchecked); that
+// refusal is a *codec.Error.
+func decodeJSON(body []byte, v any, lim codec.Limits) error {
 	if !utf8.Valid(body) {
 		return errInvalidUTF8
+	}
+	if err := codec.CheckJSON(body, lim); err != nil {
+		return err
 	}
 	return strictJSON.Unmarshal(body, v)
 }
 
-// readJSON decodes the request body into v; a bad body is a 400.
+// readJSON decodes the request body into v; a bad body is a 400, which names
+// the limit when one was passed.
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
-	if err := decodeJSON(ctx.PostBody(), v); err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid request body")
+	if err := decodeJSON(ctx.PostBody(), v, s.cfg.Limits); err != nil {
+		msg := "Invalid request body"
+		var ce *codec.Error
+		if errors.As(err, &ce) && !strings.HasPrefix(ce.Msg, "invalid JSON") && ce.Msg != "empty body" {
+			msg += ": " + ce.Msg
+		}
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, msg)
 		return false
 	}
 	return true
