@@ -1,35 +1,16 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/config"
+	"github.com/sluice-iot/sluice/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer the node's goroutines may log into.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestStartLogsJSONEngine: the ready line says which JSON engine the node runs,
 // sonic's native path or its encoding/json fallback (issue #7: log it at start-up).
@@ -37,7 +18,7 @@ func TestStartLogsJSONEngine(t *testing.T) {
 	cfg := config.Default()
 	cfg.HTTP.BindAddress, cfg.HTTP.BindPort = "127.0.0.1", 0
 	cfg.Data.Dir = t.TempDir()
-	var logs syncBuffer
+	var logs testenv.Buffer
 	n, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
