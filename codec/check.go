@@ -2,7 +2,7 @@ package codec
 
 // CheckJSON reports whether body is exactly one JSON value (whitespace around
 // it allowed) within lim's nesting depth and keys per object; the other limits
-// do not apply. A violation is an *Error. The REST API runs it on bodies it then
+// do not apply. A violation is an *Error, with Limit set for a limit. The REST API runs it on bodies it then
 // decodes into structs, whose free-form fields (RPC params, additionalInfo) the
 // telemetry limits would not otherwise reach.
 func CheckJSON(body []byte, lim Limits) error {

@@ -33,6 +33,8 @@ func TestCheckJSON(t *testing.T) {
 			t.Errorf("%q: %v", c.body, err)
 		case c.err != "" && (!errors.As(err, &ce) || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%q: %v, want %q", c.body, err, c.err)
+		case c.err != "" && ce.Limit != (strings.Contains(c.err, "exceeds") || strings.Contains(c.err, "more than")):
+			t.Errorf("%q: %v: Limit %v", c.body, err, ce.Limit)
 		}
 	}
 	// Defaults: 32 levels and 1000 keys.

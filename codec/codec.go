@@ -79,8 +79,12 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Error is a parse error; the HTTP layer answers it with 400 and Msg.
-type Error struct{ Msg string }
+// Error is a parse error; the HTTP layer answers it with 400 and Msg. Limit
+// tells a body past one of the Limits from one that is not valid.
+type Error struct {
+	Msg   string
+	Limit bool
+}
 
 func (e *Error) Error() string { return e.Msg }
 

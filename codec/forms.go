@@ -252,7 +252,7 @@ func (p *parser) objectStart(depth int) error {
 // objectKey reads the n-th `"key":` of an object, leaving p.pos at the value.
 func (p *parser) objectKey(n int) (string, error) {
 	if n > p.lim.MaxObjectKeys {
-		return "", p.errorf("object has more than %d keys", p.lim.MaxObjectKeys)
+		return "", p.limitf("object has more than %d keys", p.lim.MaxObjectKeys)
 	}
 	if p.peek() != '"' {
 		return "", p.syntax(p.pos, "")
@@ -299,7 +299,7 @@ func (p *parser) kvObject(ts int64, depth int) (sawTs, sawValues bool, err error
 			return false, false, err
 		}
 		if len(key) > p.lim.MaxKeyLen {
-			return false, false, p.errorf("key length exceeds %d bytes", p.lim.MaxKeyLen)
+			return false, false, p.limitf("key length exceeds %d bytes", p.lim.MaxKeyLen)
 		}
 		if blank(key) {
 			return false, false, p.errorf("Key cannot be blank")
@@ -335,7 +335,7 @@ func (p *parser) kvValue(key string, ts int64, depth int) error {
 	}
 	n := len(p.dst)
 	if n-p.base >= p.lim.MaxEntries {
-		return p.errorf("entries exceed %d", p.lim.MaxEntries)
+		return p.limitf("entries exceed %d", p.lim.MaxEntries)
 	}
 	if n == cap(p.dst) {
 		p.dst = slices.Grow(p.dst, 1)
@@ -399,7 +399,7 @@ func (p *parser) value(v *kv.Value, key string, depth int) error {
 }
 
 func (p *parser) tooLong(key string) error {
-	return p.errorf("value of key %q: value length exceeds %d bytes", key, p.lim.MaxValueLen)
+	return p.limitf("value of key %q: value length exceeds %d bytes", key, p.lim.MaxValueLen)
 }
 
 // blank is Java's String.isBlank: empty or only Character.isWhitespace chars.

@@ -70,6 +70,10 @@ func (p *protoParser) errorf(format string, args ...any) error {
 	return &Error{Msg: fmt.Sprintf(format, args...)}
 }
 
+func (p *protoParser) limitf(format string, args ...any) error {
+	return &Error{Msg: fmt.Sprintf(format, args...), Limit: true}
+}
+
 // wireError reports a malformed field at rest, the unread part of the body.
 func (p *protoParser) wireError(rest []byte, n int) error {
 	// protobuf-go prefixes "proto:" and a space or, at random, a no-break space.
@@ -257,7 +261,7 @@ func (p *protoParser) keyValue(msg []byte, ts int64) error {
 		return nil
 	}
 	if len(p.dst)-p.base >= p.lim.MaxEntries {
-		return p.errorf("entries exceed %d", p.lim.MaxEntries)
+		return p.limitf("entries exceed %d", p.lim.MaxEntries)
 	}
 	var val kv.Value
 	switch kind {
@@ -293,7 +297,7 @@ func (p *protoParser) keyValue(msg []byte, ts int64) error {
 // key checks a KeyValue key as the JSON codec checks object keys.
 func (p *protoParser) key(b []byte) (string, error) {
 	if len(b) > p.lim.MaxKeyLen {
-		return "", p.errorf("key length exceeds %d bytes", p.lim.MaxKeyLen)
+		return "", p.limitf("key length exceeds %d bytes", p.lim.MaxKeyLen)
 	}
 	if !utf8.Valid(b) {
 		return "", p.errorf("key is not valid UTF-8")
@@ -330,7 +334,7 @@ func (p *protoParser) jsonValue(key string, raw []byte) (string, error) {
 }
 
 func (p *protoParser) tooLong(key string) error {
-	return p.errorf("value of key %q: value length exceeds %d bytes", key, p.lim.MaxValueLen)
+	return p.limitf("value of key %q: value length exceeds %d bytes", key, p.lim.MaxValueLen)
 }
 
 func aliasBytes(b []byte) string {

@@ -37,6 +37,11 @@ func (p *parser) errorf(format string, args ...any) error {
 	return &Error{Msg: fmt.Sprintf(format, args...)}
 }
 
+// limitf is errorf for a body past one of the Limits.
+func (p *parser) limitf(format string, args ...any) error {
+	return &Error{Msg: fmt.Sprintf(format, args...), Limit: true}
+}
+
 // syntax reports invalid JSON at offset i.
 func (p *parser) syntax(i int, what string) error {
 	if i >= len(p.b) {
@@ -270,7 +275,7 @@ func isValueStart(c byte) bool {
 // enter checks the nesting limit for a container opened at depth.
 func (p *parser) enter(depth int) error {
 	if depth > p.lim.MaxDepth {
-		return p.errorf("nesting depth exceeds %d", p.lim.MaxDepth)
+		return p.limitf("nesting depth exceeds %d", p.lim.MaxDepth)
 	}
 	return nil
 }
@@ -297,7 +302,7 @@ func (p *parser) skip(depth int) (ws int, err error) {
 		for n := 1; ; n++ {
 			if c == '{' {
 				if n > p.lim.MaxObjectKeys {
-					return 0, p.errorf("object has more than %d keys", p.lim.MaxObjectKeys)
+					return 0, p.limitf("object has more than %d keys", p.lim.MaxObjectKeys)
 				}
 				if p.peek() != '"' {
 					return 0, p.syntax(p.pos, "")

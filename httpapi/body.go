@@ -101,11 +101,12 @@ var errTooLarge = errors.New("decompressed body exceeds the limit")
 // decompressed at the same moment already hold the node's budget: a 503.
 var errInflateBusy = errors.New("too many large compressed bodies are being decompressed at once; retry later")
 
-// inflateBudget bounds the memory that the buffers of the decompressed bodies of
-// all requests in flight may take together (pooled buffers included). One body is bounded by the body
-// limit, but a compressed body that small on the wire (a 50 KB gzip of zeros
-// decompresses to the 50 MiB limit) makes many of them at once cheap to send;
-// past the budget a request is answered 503 instead of growing the heap.
+// inflateBudget bounds the memory that the buffers of the decompressed bodies
+// of all requests in flight may take together (pooled buffers included). One
+// body is bounded by the body limit, but a compressed body that small on the
+// wire (a 50 KB gzip of zeros decompresses to the 50 MiB limit) makes many of
+// them at once cheap to send; past the budget a request is answered 503
+// instead of growing the heap.
 type inflateBudget struct{ left atomic.Int64 }
 
 // inflateBudgetFor is the budget for a body limit: four bodies at the limit,

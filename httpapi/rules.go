@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
@@ -60,8 +59,7 @@ func (s *Server) postClientRPC(ctx *fasthttp.RequestCtx) {
 func parseClientRPC(body []byte, lim codec.Limits) (method string, params []byte, err error) {
 	// The limits first, with strict JSON: sonic lets raw control characters
 	// through in strings, and params go on to a strict JSON.parse.
-	var ce *codec.Error
-	if err := codec.CheckJSON(body, lim); errors.As(err, &ce) && !strings.HasPrefix(ce.Msg, "invalid JSON") && ce.Msg != "empty body" {
+	if ce := (*codec.Error)(nil); errors.As(codec.CheckJSON(body, lim), &ce) && ce.Limit {
 		return "", nil, errClientRPC(ce.Msg)
 	}
 	var req map[string]json.RawMessage

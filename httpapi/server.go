@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -188,8 +187,7 @@ func decodeJSON(body []byte, v any, lim codec.Limits) error {
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
 	if err := decodeJSON(ctx.PostBody(), v, s.cfg.Limits); err != nil {
 		msg := "Invalid request body"
-		var ce *codec.Error
-		if errors.As(err, &ce) && !strings.HasPrefix(ce.Msg, "invalid JSON") && ce.Msg != "empty body" {
+		if ce := (*codec.Error)(nil); errors.As(err, &ce) && ce.Limit {
 			msg += ": " + ce.Msg
 		}
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, msg)
