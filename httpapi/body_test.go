@@ -216,7 +216,7 @@ func (n *testNode) expectPost(path, auth string, body []byte, status int, msg st
 	if status >= 400 {
 		var e apiError
 		n.decode(out, &e)
-		if e.Status != status || e.ErrorCode == 0 || !strings.Contains(e.Message, msg) {
+		if e.Status != status || e.ErrorCode == 0 || e.Timestamp <= 0 || !strings.Contains(e.Message, msg) {
 			n.t.Fatalf("POST %s %v: error body %s, want message with %q", path, headers, out, msg)
 		}
 	}
