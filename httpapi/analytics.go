@@ -123,9 +123,10 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			return
 		}
 		var req engine.ReportRequest
-		if err := decodeJSON(ctx.PostBody(), &req, s.cfg.Limits); err != nil {
+		if !s.decodeBody(ctx, s.maxBodySize(), &req, func(error) {
 			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
 				"Invalid request body: want {viewConfigId, rangeStartTs?, rangeEndTs?, filters?: {name: [values]}}")
+		}) {
 			return
 		}
 		ok, full := lim.enter(s.polls.Done())

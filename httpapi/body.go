@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/engine"
 )
 
 // Request bodies of the telemetry and attribute writes may be compressed
@@ -62,21 +63,48 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx, b *batch) ([]byte, codec.
 		s.fail(ctx, err)
 		return nil, nil, false
 	}
+	body, err := s.plainBody(ctx, b, s.maxBodySize())
+	if err != nil {
+		s.fail(ctx, err)
+		return nil, nil, false
+	}
+	return body, dec, true
+}
+
+// plainBody returns the body of ctx without its Content-Encoding, decompressed
+// into b.body (valid until b is reset) up to limit bytes.
+func (s *Server) plainBody(ctx *fasthttp.RequestCtx, b *batch, limit int) ([]byte, error) {
 	enc := ctx.Request.Header.ContentEncoding()
 	if isIdentity(enc) {
-		return ctx.PostBody(), dec, true
+		return ctx.PostBody(), nil
 	}
 	// A pooled buffer counts against the budget too while this request holds it.
 	b.inflate = &s.inflate
 	if c := cap(b.body); c > 0 && !b.reserve(c) {
-		s.fail(ctx, errInflateBusy)
-		return nil, nil, false
+		return nil, errInflateBusy
 	}
-	if b.body, err = decompress(b.body[:0], enc, ctx.PostBody(), s.maxBodySize(), b); err != nil {
+	var err error
+	b.body, err = decompress(b.body[:0], enc, ctx.PostBody(), limit, b)
+	return b.body, err
+}
+
+// withBody calls f with the body of a JSON request (REST, RPC, claim) without
+// its Content-Encoding, at most limit bytes once decompressed. An encoding it
+// cannot take is answered here: 415 unknown, 400 corrupt, 413 past limit, 503
+// past the node's budget.
+func (s *Server) withBody(ctx *fasthttp.RequestCtx, limit int, f func(body []byte)) {
+	b := batchPool.Get().(*batch)
+	defer func() { b.reset(); batchPool.Put(b) }()
+	body, err := s.plainBody(ctx, b, limit)
+	switch {
+	case errors.Is(err, errTooLarge):
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
+			"Payload size exceeds the limit of "+itoa(limit)+" bytes")
+	case err != nil:
 		s.fail(ctx, err)
-		return nil, nil, false
+	default:
+		f(body)
 	}
-	return b.body, dec, true
 }
 
 // defaultMaxBodySize applies when Config.MaxBodySize is not set; it is the

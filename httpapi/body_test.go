@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	sluicepb "github.com/sluice-iot/sluice/codec/proto"
+	"github.com/sluice-iot/sluice/engine"
 )
 
 func gzipped(t testing.TB, b []byte) []byte {
@@ -580,4 +581,34 @@ func TestRESTBodyLimits(t *testing.T) {
 	n.expectPost("/api/device", auth, []byte(wide.String()), 400, "object has more than 1000 keys")
 	n.expectPost("/api/device", auth, []byte(`{"name":"narrow","type":"default","additionalInfo":{"a":[1,{"b":2}]}}`), 200, "")
 	n.expectPost("/api/v1/"+n.Demo.DemoDeviceToken+"/rpc", "", []byte(`{"method":"m","params":`+deep+`}`), 400, "nesting depth exceeds 32")
+}
+
+// TestCompressedJSONBodies: the other JSON bodies (login, REST, device RPC
+// replies) take gzip and zstd too, within their own limits, and refuse an
+// unknown encoding with 415 as telemetry does.
+func TestCompressedJSONBodies(t *testing.T) {
+	n := startTestNode(t)
+	json := "Content-Type: application/json"
+	login := []byte(`{"username":"` + engine.DemoTenantAdminEmail + `","password":"tenant"}`)
+	_, out := n.post("/api/auth/login", "", gzipped(t, login), json, "Content-Encoding: gzip")
+	var pair struct{ Token string }
+	n.decode(out, &pair)
+	if pair.Token == "" {
+		t.Fatalf("gzip login: %s", out)
+	}
+	auth := "Bearer " + pair.Token
+	n.expectPost("/api/auth/login", "", login, 415, "Content-Encoding 'br' is not supported", json, "Content-Encoding: br")
+	n.expectPost("/api/auth/login", "", gzipped(t, make([]byte, 1<<20)), 413, "Payload size exceeds the limit of 65536 bytes", json, "Content-Encoding: gzip")
+
+	n.expectPost("/api/device", auth, zstded(t, []byte(`{"name":"zipped","type":"default"}`)), 200, "", json, "Content-Encoding: zstd")
+	n.expectPost("/api/device", auth, []byte(`{"name":"x"}`), 415, "Content-Encoding 'br' is not supported", json, "Content-Encoding: br")
+	n.expectPost("/api/device", auth, []byte(`{"name":"x"}`), 400, "Invalid gzip body", json, "Content-Encoding: gzip")
+
+	token := n.Demo.DemoDeviceToken
+	n.expectPost("/api/v1/"+token+"/rpc/1", "", gzipped(t, []byte(`{"ok":true}`)), 200, "", "Content-Encoding: gzip")
+	n.expectPost("/api/v1/"+token+"/rpc/1", "", gzipped(t, make([]byte, 1<<20)), 413, "Payload size exceeds the limit of 65536 bytes", "Content-Encoding: gzip")
+	n.expectPost("/api/v1/"+token+"/rpc", "", gzipped(t, []byte(`{"method":"m","params":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`)), 400, "nesting depth exceeds 32", "Content-Encoding: gzip")
+	if got := n.API.inflate.left.Load(); got != inflateBudgetFor(1<<20) {
+		t.Fatalf("budget %d after the requests, want all of it back", got)
+	}
 }

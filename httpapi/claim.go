@@ -31,12 +31,14 @@ func (s *Server) postClaim(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	req, err := parseClaimRequest(ctx.PostBody(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	s.done(ctx, s.eng.RegisterClaim(s.ctx, dev, req.SecretKey, req.DurationMs))
+	s.withBody(ctx, s.maxBodySize(), func(body []byte) {
+		req, err := parseClaimRequest(body, s.cfg.Limits)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		s.done(ctx, s.eng.RegisterClaim(s.ctx, dev, req.SecretKey, req.DurationMs))
+	})
 }
 
 // claimDevice is POST /api/customer/device/{deviceName}/claim: 200
@@ -47,23 +49,25 @@ func (s *Server) claimDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !ok {
 		return
 	}
-	req, err := parseClaimRequest(ctx.PostBody(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	res, err := s.eng.ClaimDevice(s.ctx, p, name, req.SecretKey)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	if res.Response == engine.ClaimSuccess {
-		s.writeJSON(ctx, res)
-		return
-	}
-	ctx.SetStatusCode(fasthttp.StatusBadRequest)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(appendJSONString(nil, res.Response))
+	s.withBody(ctx, s.maxBodySize(), func(body []byte) {
+		req, err := parseClaimRequest(body, s.cfg.Limits)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		res, err := s.eng.ClaimDevice(s.ctx, p, name, req.SecretKey)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		if res.Response == engine.ClaimSuccess {
+			s.writeJSON(ctx, res)
+			return
+		}
+		ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(appendJSONString(nil, res.Response))
+	})
 }
 
 // reclaimDevice is DELETE /api/customer/device/{deviceName}/claim: 200 empty.

@@ -50,12 +50,15 @@ type loginRequest struct {
 	Password string `json:"password"`
 }
 
+// maxCredentialsBody bounds the login and refresh bodies, which anyone may
+// send: a compressed one stops inflating here.
+const maxCredentialsBody = 64 << 10
+
 // login answers {"token","refreshToken"}; a body that does not parse is
 // "Authentication failed" (401), as ThingsBoard's login filter answers.
 func (s *Server) login(ctx *fasthttp.RequestCtx) {
 	var req loginRequest
-	if err := decodeJSON(ctx.PostBody(), &req, s.cfg.Limits); err != nil {
-		s.fail(ctx, engine.ErrAuthFailed)
+	if !s.decodeBody(ctx, maxCredentialsBody, &req, func(error) { s.fail(ctx, engine.ErrAuthFailed) }) {
 		return
 	}
 	client := ctx.RemoteIP().String()
@@ -72,8 +75,7 @@ func (s *Server) refreshToken(ctx *fasthttp.RequestCtx) {
 	var req struct {
 		RefreshToken string `json:"refreshToken"`
 	}
-	if err := decodeJSON(ctx.PostBody(), &req, s.cfg.Limits); err != nil {
-		s.fail(ctx, engine.ErrAuthFailed)
+	if !s.decodeBody(ctx, maxCredentialsBody, &req, func(error) { s.fail(ctx, engine.ErrAuthFailed) }) {
 		return
 	}
 	access, refresh, err := s.eng.Refresh(s.ctx, req.RefreshToken)

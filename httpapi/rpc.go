@@ -64,7 +64,9 @@ func (s *Server) postRPCReply(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	s.done(ctx, s.eng.ReplyRPC(s.ctx, dev.UUID(), id, ctx.PostBody()))
+	s.withBody(ctx, maxRPCReply, func(body []byte) {
+		s.done(ctx, s.eng.ReplyRPC(s.ctx, dev.UUID(), id, body))
+	})
 }
 
 // callRPC sends a server-side RPC and answers its outcome (compat §2). The wait

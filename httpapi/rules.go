@@ -37,20 +37,22 @@ func (s *Server) postClientRPC(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	method, params, err := parseClientRPC(ctx.PostBody(), s.cfg.Limits)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	reply, err := s.eng.CallClientRPC(s.ctx, dev, method, params)
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	if reply != nil {
-		ctx.SetContentType("application/json")
-		ctx.SetBody(reply)
-	}
+	s.withBody(ctx, maxClientRPCBody, func(body []byte) {
+		method, params, err := parseClientRPC(body, s.cfg.Limits)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		reply, err := s.eng.CallClientRPC(s.ctx, dev, method, params)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		if reply != nil {
+			ctx.SetContentType("application/json")
+			ctx.SetBody(reply)
+		}
+	})
 }
 
 // parseClientRPC reads {"method":"..","params":any}. method must be a non-empty

@@ -185,13 +185,28 @@ func decodeJSON(body []byte, v any, lim codec.Limits) error {
 // readJSON decodes the request body into v; a bad body is a 400, which names
 // the limit when one was passed.
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
-	if err := decodeJSON(ctx.PostBody(), v, s.cfg.Limits); err != nil {
+	return s.decodeBody(ctx, s.maxBodySize(), v, func(err error) {
 		msg := "Invalid request body"
 		if ce := (*codec.Error)(nil); errors.As(err, &ce) && ce.Limit {
 			msg += ": " + ce.Msg
 		}
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, msg)
-		return false
-	}
-	return true
+	})
+}
+
+// decodeBody decodes the JSON body of ctx, at most limit bytes once
+// decompressed (withBody), into v. It reports false when it answered the
+// request: for an encoding withBody refuses, or through bad for a body that
+// does not decode.
+func (s *Server) decodeBody(ctx *fasthttp.RequestCtx, limit int, v any, bad func(error)) bool {
+	ok := false
+	// sonic copies its input, so v holds nothing of body, which the pool reuses.
+	s.withBody(ctx, limit, func(body []byte) {
+		if err := decodeJSON(body, v, s.cfg.Limits); err != nil {
+			bad(err)
+			return
+		}
+		ok = true
+	})
+	return ok
 }
