@@ -21,7 +21,8 @@ import (
 // (Content-Encoding gzip or zstd) and JSON or any other type codec has a
 // decoder for (Content-Type). A compressed body is inflated as a stream into a
 // pooled buffer that stops one byte past MaxBodySize, so a zip bomb costs at
-// most about the limit in memory, as a plain body does.
+// most about the limit in memory, as a plain body does. Every other JSON body
+// may be compressed too (withBody), within its route's limit.
 
 // decodeTelemetry decodes the telemetry body of ctx into b.entries. On failure
 // it has answered the request (400, 413 or 415) and returns false.
