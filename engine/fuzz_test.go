@@ -134,3 +134,35 @@ func FuzzAuthenticate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseLimits: a tenant profile's configuration (what a system administrator
+// posts) and its rate-limit strings parse or fail without a panic, and a parsed
+// rate limit gives buckets that answer with a wait, never a negative one.
+func FuzzParseLimits(f *testing.F) {
+	for _, s := range []string{
+		`{"transportDeviceTelemetryMsgRateLimit":"10:1,300:60","maxDevices":5}`,
+		`{"transportTenantTelemetryDataPointsRateLimit":" 1:1 , 2:2 "}`,
+		`null`, ``, `[]`, `{"maxDevices":-1}`, `{"transportDeviceTelemetryMsgRateLimit":"0:1"}`,
+		`{"transportDeviceTelemetryMsgRateLimit":"9223372036854775807:3153600000"}`,
+		`{"transportDeviceTelemetryMsgRateLimit":12}`,
+	} {
+		f.Add(s, "10:1,300:60")
+	}
+	f.Add(``, `1:1,`)
+	f.Add(``, `:`)
+	f.Fuzz(func(t *testing.T, conf, rate string) {
+		if _, err := parseLimits(json.RawMessage(conf)); err != nil && err.Error() == "" {
+			t.Fatalf("%q: empty error", conf)
+		}
+		l, err := parseRateLimit(rate)
+		if err != nil || l == nil {
+			return
+		}
+		b := newBucket(l, 0)
+		for i := range 3 {
+			if _, wait := b.take(int64(i)*int64(time.Millisecond), 1); wait < 0 {
+				t.Fatalf("%q: negative wait %v", rate, wait)
+			}
+		}
+	})
+}
