@@ -466,6 +466,9 @@ func (w *worker) loop() {
 				// A Stop ends the wait: the request, due after it, is not sent.
 				select {
 				case <-wait.C:
+					if w.run.stopped.Load() { // the Stop came as the wait ended
+						return
+					}
 				case <-w.run.halt:
 					wait.Stop()
 					return
