@@ -14,7 +14,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/codec"
-	"github.com/sluice-iot/sluice/engine"
 )
 
 // Request bodies of the telemetry and attribute writes may be compressed
@@ -97,15 +96,11 @@ func (s *Server) withBody(ctx *fasthttp.RequestCtx, limit int, f func(body []byt
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
 	body, err := s.plainBody(ctx, b, limit)
-	switch {
-	case errors.Is(err, errTooLarge):
-		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
-			"Payload size exceeds the limit of "+itoa(limit)+" bytes")
-	case err != nil:
+	if err != nil {
 		s.fail(ctx, err)
-	default:
-		f(body)
+		return
 	}
+	f(body)
 }
 
 // defaultMaxBodySize applies when Config.MaxBodySize is not set; it is the
@@ -123,8 +118,14 @@ func (s *Server) maxBodySize() int {
 // one (a rare huge batch) is left to the garbage collector.
 const maxPooledBody = 4 << 20
 
-// errTooLarge is a decompressed body past the limit.
+// errTooLarge is a decompressed body past the limit. decompress returns it as
+// a *tooLargeError, which carries the limit for the 413's message.
 var errTooLarge = errors.New("decompressed body exceeds the limit")
+
+type tooLargeError struct{ limit int }
+
+func (e *tooLargeError) Error() string        { return errTooLarge.Error() }
+func (e *tooLargeError) Is(target error) bool { return target == errTooLarge }
 
 // errInflateBusy is a decompression refused because the bodies being
 // decompressed at the same moment already hold the node's budget: a 503.
@@ -178,7 +179,7 @@ func decompress(dst []byte, enc, body []byte, limit int, res reserver) ([]byte, 
 		defer putGzip(r)
 		r.src.Reset(body)
 		if err := r.zr.Reset(&r.src); err != nil {
-			return dst, corrupt("gzip", err)
+			return dst, corrupt("gzip", err, limit)
 		}
 		return readLimited(dst, &r.zr, limit, "gzip", res)
 	case bytes.EqualFold(enc, []byte("zstd")):
@@ -189,7 +190,7 @@ func decompress(dst []byte, enc, body []byte, limit int, res reserver) ([]byte, 
 		defer putZstd(r)
 		r.src.Reset(body)
 		if err := r.reset(zstdWindow(limit)); err != nil {
-			return dst, corrupt("zstd", err)
+			return dst, corrupt("zstd", err, limit)
 		}
 		return readLimited(dst, r.zr, limit, "zstd", res)
 	}
@@ -201,9 +202,9 @@ type corruptBodyError struct{ msg string }
 
 func (e *corruptBodyError) Error() string { return e.msg }
 
-func corrupt(enc string, err error) error {
+func corrupt(enc string, err error, limit int) error {
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-		return errTooLarge
+		return &tooLargeError{limit}
 	}
 	return &corruptBodyError{"Invalid " + enc + " body: " + err.Error()}
 }
@@ -226,13 +227,13 @@ func readLimited(dst []byte, r io.Reader, limit int, enc string, res reserver) (
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
 		if len(dst)-start > limit {
-			return dst[:start], errTooLarge
+			return dst[:start], &tooLargeError{limit}
 		}
 		switch {
 		case err == io.EOF:
 			return dst, nil
 		case err != nil:
-			return dst[:start], corrupt(enc, err)
+			return dst[:start], corrupt(enc, err, limit)
 		}
 	}
 }

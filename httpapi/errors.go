@@ -46,11 +46,12 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 		badType     *codec.UnsupportedTypeError
 		badEncoding *unsupportedEncodingError
 		badBody     *corruptBodyError
+		tooLarge    *tooLargeError
 	)
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.As(err, &tooLarge):
 		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, engine.CodeBadRequestParams,
-			"Payload size exceeds the limit of "+itoa(s.maxBodySize())+" bytes")
+			"Payload size exceeds the limit of "+itoa(tooLarge.limit)+" bytes")
 	case errors.As(err, &badType), errors.As(err, &badEncoding):
 		writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams, err.Error())
 	case errors.As(err, &badBody):

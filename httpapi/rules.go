@@ -60,12 +60,19 @@ func (s *Server) postClientRPC(ctx *fasthttp.RequestCtx) {
 // ignored. Nesting and keys per object past lim are refused, as for telemetry.
 func parseClientRPC(body []byte, lim codec.Limits) (method string, params []byte, err error) {
 	// The limits first, with strict JSON: sonic lets raw control characters
-	// through in strings, and params go on to a strict JSON.parse.
-	if ce := (*codec.Error)(nil); errors.As(codec.CheckJSON(body, lim), &ce) && ce.Limit {
-		return "", nil, errClientRPC(ce.Msg)
+	// through in strings, and params go on to a strict JSON.parse. What
+	// CheckJSON passes is valid JSON; json.Valid decides only for what it
+	// refused without a limit (it is also strict on UTF-8, json.Valid is not).
+	if err := codec.CheckJSON(body, lim); err != nil {
+		if ce := (*codec.Error)(nil); errors.As(err, &ce) && ce.Limit {
+			return "", nil, errClientRPC(ce.Msg)
+		}
+		if !json.Valid(body) {
+			return "", nil, errClientRPC("the body must be a JSON object")
+		}
 	}
 	var req map[string]json.RawMessage
-	if !json.Valid(body) || sonic.Unmarshal(body, &req) != nil || req == nil {
+	if sonic.Unmarshal(body, &req) != nil || req == nil {
 		return "", nil, errClientRPC("the body must be a JSON object")
 	}
 	raw, ok := req["method"]

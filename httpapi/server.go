@@ -10,7 +10,6 @@ import (
 	"net"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/bytedance/sonic"
@@ -165,17 +164,12 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, v any) {
 // through inside strings; ThingsBoard's Jackson refuses them, and so do we.
 var strictJSON = sonic.Config{ValidateString: true}.Froze()
 
-var errInvalidUTF8 = errors.New("the body is not valid UTF-8")
-
-// decodeJSON decodes a whole REST body into v, refusing invalid UTF-8 (which
-// sonic passes through even with ValidateString) and raw control characters,
-// and JSON nested deeper or with more keys in an object than lim allows (free-form
-// fields such as RPC params would otherwise reach the store unchecked); that
-// refusal is a *codec.Error.
+// decodeJSON decodes a whole REST body into v. codec.CheckJSON first refuses
+// invalid UTF-8 (which sonic passes through even with ValidateString), raw
+// control characters, and JSON nested deeper or with more keys in an object
+// than lim allows (free-form fields such as RPC params would otherwise reach
+// the store unchecked); that refusal is a *codec.Error.
 func decodeJSON(body []byte, v any, lim codec.Limits) error {
-	if !utf8.Valid(body) {
-		return errInvalidUTF8
-	}
 	if err := codec.CheckJSON(body, lim); err != nil {
 		return err
 	}
