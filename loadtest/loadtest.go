@@ -266,15 +266,9 @@ func collect(workers []*worker) *Result {
 	return res
 }
 
-// missed is the number of recorded open-loop requests due before the end of the
-// Duration (or the Stop, when that came first) that never started.
-func (r *run) missed(end time.Time) int64 {
-	from, to, _ := r.missedSlots(end)
-	return to - from
-}
-
-// missedSlots are the schedule's indexes [from, to) of the requests missed, and
-// until is the end they were missed by. Workers take slots in order, so the
+// missedSlots are the schedule's indexes [from, to) of the recorded open-loop
+// requests due before the end of the Duration (or the Stop, when that came
+// first) that never started, and until is the end they were missed by. Workers take slots in order, so the
 // recorded slots taken are the first issued ones after the warm-up, and the
 // missed ones follow them.
 func (r *run) missedSlots(end time.Time) (from, to int64, until time.Time) {
