@@ -141,8 +141,10 @@ func TestManyIdlePolls(t *testing.T) {
 	// One device's polls (the node's capacity is what is measured): no per-device cap.
 	n := startNode(t, func(c *config.Config) { c.HTTP.LongPollMaxPerDevice = 0 })
 	results := make([]<-chan response, polls)
+	// Each poll outlives waitPolls' 10 s, so on a loaded CI machine the first
+	// ones do not time out before the last ones have opened (a 3 s timeout did).
 	for i := range results {
-		results[i] = n.poll(n.Token, "?timeout=3000")
+		results[i] = n.poll(n.Token, "?timeout=12000")
 	}
 	n.waitPolls(polls)
 	n.must(200, "GET", "/healthz", "")
