@@ -269,8 +269,15 @@ func (c *concat) MergeOlder(v []byte) error {
 }
 
 func (c *concat) Finish(bool) ([]byte, io.Closer, error) {
-	if len(c.ends) == 0 {
+	switch len(c.ends) {
+	case 0:
 		return c.newer, c, nil
+	case 1:
+		// The compaction of a window's value with what came since: one older
+		// operand, the stored value, often MBs. Appending the newer ones to it
+		// saves copying it a second time into out.
+		c.older = append(c.older, c.newer...)
+		return c.older, c, nil
 	}
 	c.out = slices.Grow(c.out[:0], len(c.older)+len(c.newer))
 	for i := len(c.ends) - 1; i >= 0; i-- {
