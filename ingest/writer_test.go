@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"runtime"
+	"runtime/trace"
 	"sync"
 	"testing"
 
@@ -132,3 +134,27 @@ func BenchmarkWriterGroupCommit(b *testing.B) {
 type nopStore struct{ storage.Telemetry }
 
 func (nopStore) Write(context.Context, []storage.Row) error { return nil }
+
+// TestStoreWriteRegion: an execution trace marks each group commit's store write,
+// which is how bench/RESULTS.md splits a slow commit into its causes.
+func TestStoreWriteRegion(t *testing.T) {
+	if trace.IsEnabled() {
+		t.Skip("a trace is already running")
+	}
+	st := newGateStore()
+	close(st.gate)
+	w := NewWriter(st, Config{Shards: 1})
+	defer w.Close()
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Write(context.Background(), rows(uuid.New(), 3))
+	trace.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(storeWriteRegion)) {
+		t.Fatalf("the trace has no %q region", storeWriteRegion)
+	}
+}

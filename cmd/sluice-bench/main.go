@@ -46,7 +46,7 @@ func run() error {
 	flag.StringVar(&opts.Only, "only", "", "run only the targets whose name contains this (ceiling, baseline, sluice, embedded, clickhouse)")
 	flag.StringVar(&opts.OnlyPayload, "payload", "", "run only the payloads whose name contains this (single, batch100)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
-	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace; -pprof=sched shows where goroutines waited for a CPU)")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace: its \"User-defined regions\" page splits each group commit's \"ingest: store write\" into CPU, scheduler wait and sync wait; -pprof=sched shows where goroutines waited for a CPU)")
 	nodeLog := flag.String("log", "", "write the Sluice nodes' log at this level and above (debug, info, warn, error) to stderr; none when empty")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at the end (go tool pprof -sample_index=alloc_space)")
 	flag.Parse()
