@@ -57,9 +57,10 @@ func run() error {
 		}
 		opts.NodeLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
-	// Every target runs in this process; they all get the scheduler the sluice
-	// binary sets up for itself (CPUs + procs.Extra Ps; GOMAXPROCS overrides).
-	procs.Set()
+	// Every target runs in this process; they all get the scheduler and the
+	// garbage collector the sluice binary sets up for itself (CPUs + procs.Extra
+	// Ps, GOGC procs.GCPercent; the GOMAXPROCS and GOGC variables override).
+	_, gcPercent := procs.Set()
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -92,8 +93,8 @@ func run() error {
 	case opts.Rate > 0:
 		mode = fmt.Sprintf("open loop at %.0f req/s", opts.Rate)
 	}
-	fmt.Fprintf(os.Stderr, "sluice-bench: %s, %d connections, %v per cell after %v warm-up, GOMAXPROCS %d on %d CPUs, %s\n",
-		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(os.Stderr, "sluice-bench: %s, %d connections, %v per cell after %v warm-up, GOMAXPROCS %d on %d CPUs, GOGC %d, %s\n",
+		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), gcPercent, runtime.Version())
 	cells, err := bench.Run(opts)
 	bench.WriteTable(os.Stdout, cells)
 	if *memProfile != "" {

@@ -41,7 +41,8 @@ func run(path string) error {
 		return fmt.Errorf("bad configuration:\n%w", err)
 	}
 	log := newLogger(cfg.Log)
-	log.Info("scheduler", "gomaxprocs", procs.Set(), "cpus", runtime.NumCPU())
+	maxProcs, gcPercent := procs.Set()
+	log.Info("scheduler", "gomaxprocs", maxProcs, "cpus", runtime.NumCPU(), "gogc", gcPercent)
 	n, err := node.Start(cfg, log)
 	if err != nil {
 		return err

@@ -1,10 +1,12 @@
 // Package procs sets how a process that serves Sluice shares its CPUs: the size of
-// the Go scheduler, and a lower priority for background work.
+// the Go scheduler, the garbage collector's pace, and a lower priority for
+// background work.
 package procs
 
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 )
 
 // Extra is how many Ps a Sluice process runs beyond one per CPU.
@@ -20,14 +22,36 @@ import (
 // 8-11 ms, single points rose 37k → 41-44k req/s.
 const Extra = 2
 
+// GCPercent is the garbage collector's GOGC for a Sluice process: the heap grows
+// to three times what is live between collections instead of Go's twice.
+//
+// The embedded store's flushes and compactions allocate buffers the size of the
+// values they write (a dense series' ten-minute window is MBs), which set off a
+// collection every few hundred milliseconds while they run, and an execution
+// trace of the bench's embedded 100-point batches at half of peak had commits
+// waiting 5-16 ms for a CPU during those collections' mark phases. At 200 the
+// batch cells ran half as many collections; their p99 at half of peak, 11
+// alternated pairs, had a median of 19.4 ms against 23.2 ms (lower in 7 of 11;
+// bench/RESULTS.md, "Garbage collection"). The price is memory: a node's live
+// heap is tens of MB, and 10,000 idle long polls took 212-216 MiB RSS against
+// 191-204 MiB.
+const GCPercent = 200
+
 // Set raises GOMAXPROCS to one per CPU (Go's default, which follows the cgroup CPU
-// limit) plus Extra, unless the GOMAXPROCS environment variable sets it, and
-// returns the value in force.
-func Set() int {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return runtime.GOMAXPROCS(0)
+// limit) plus Extra, unless the GOMAXPROCS environment variable sets it, and sets
+// GOGC to GCPercent unless the GOGC environment variable sets it. It returns the
+// values in force.
+func Set() (maxProcs, gcPercent int) {
+	maxProcs = runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") == "" {
+		maxProcs += Extra
+		runtime.GOMAXPROCS(maxProcs)
 	}
-	n := runtime.GOMAXPROCS(0) + Extra
-	runtime.GOMAXPROCS(n)
-	return n
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(GCPercent)
+	}
+	// SetGCPercent returns the setting it replaces: read it back.
+	gcPercent = debug.SetGCPercent(-1)
+	debug.SetGCPercent(gcPercent)
+	return maxProcs, gcPercent
 }

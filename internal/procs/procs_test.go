@@ -2,19 +2,27 @@ package procs
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
 )
 
 func TestSet(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(before)
+	gcBefore := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(gcBefore)
 
 	t.Setenv("GOMAXPROCS", "3")
-	if n := Set(); n != before || runtime.GOMAXPROCS(0) != before {
-		t.Fatalf("with GOMAXPROCS set: Set gave %d and left %d, want %d untouched", n, runtime.GOMAXPROCS(0), before)
+	t.Setenv("GOGC", "100")
+	if n, gc := Set(); n != before || runtime.GOMAXPROCS(0) != before || gc != 100 {
+		t.Fatalf("with GOMAXPROCS and GOGC set: Set gave %d, %d and left %d, want %d and GOGC 100 untouched", n, gc, runtime.GOMAXPROCS(0), before)
 	}
 	t.Setenv("GOMAXPROCS", "")
-	if n := Set(); n != before+Extra || runtime.GOMAXPROCS(0) != before+Extra {
-		t.Fatalf("Set gave %d and left %d, want %d", n, runtime.GOMAXPROCS(0), before+Extra)
+	t.Setenv("GOGC", "")
+	if n, gc := Set(); n != before+Extra || runtime.GOMAXPROCS(0) != before+Extra || gc != GCPercent {
+		t.Fatalf("Set gave %d, %d and left %d, want %d and %d", n, gc, runtime.GOMAXPROCS(0), before+Extra, GCPercent)
+	}
+	if gc := debug.SetGCPercent(GCPercent); gc != GCPercent {
+		t.Fatalf("GOGC left at %d, want %d", gc, GCPercent)
 	}
 }
