@@ -183,7 +183,13 @@ func FuzzDecompress(f *testing.F) {
 // status and body.
 func (n *testNode) post(path, auth string, body []byte, headers ...string) (int, []byte) {
 	n.t.Helper()
-	req, err := http.NewRequest("POST", n.URL+path, bytes.NewReader(body))
+	return n.send("POST", path, auth, body, headers...)
+}
+
+// send is post with another method.
+func (n *testNode) send(method, path, auth string, body []byte, headers ...string) (int, []byte) {
+	n.t.Helper()
+	req, err := http.NewRequest(method, n.URL+path, bytes.NewReader(body))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -603,6 +609,19 @@ func TestCompressedJSONBodies(t *testing.T) {
 	n.expectPost("/api/device", auth, zstded(t, []byte(`{"name":"zipped","type":"default"}`)), 200, "", json, "Content-Encoding: zstd")
 	n.expectPost("/api/device", auth, []byte(`{"name":"x"}`), 415, "Content-Encoding 'br' is not supported", json, "Content-Encoding: br")
 	n.expectPost("/api/device", auth, []byte(`{"name":"x"}`), 400, "Invalid gzip body", json, "Content-Encoding: gzip")
+
+	// The API key description is a raw text body, not JSON.
+	var key engine.APIKeyInfo
+	n.decode(n.expect("POST", "/api/apiKey", auth, map[string]any{"description": "plain", "enabled": true}, 200, ""), &key)
+	descPath := "/api/apiKey/" + key.ID.ID.String() + "/description"
+	if code, out := n.send("PUT", descPath, auth, gzipped(t, []byte("zipped bot")), "Content-Encoding: gzip"); code != 200 {
+		t.Fatalf("gzip description: %d %s", code, out)
+	} else if n.decode(out, &key); key.Description != "zipped bot" {
+		t.Fatalf("gzip description: %+v", key)
+	}
+	if code, out := n.send("PUT", descPath, auth, []byte("x"), "Content-Encoding: br"); code != 415 {
+		t.Fatalf("br description: %d %s", code, out)
+	}
 
 	token := n.Demo.DemoDeviceToken
 	n.expectPost("/api/v1/"+token+"/rpc/1", "", gzipped(t, []byte(`{"ok":true}`)), 200, "", "Content-Encoding: gzip")

@@ -37,19 +37,22 @@ func (s *Server) apiKeys(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 }
 
 // setAPIKeyDescription takes the description as the raw body, as ThingsBoard's
-// String body does; a body that is a JSON string literal is unquoted.
+// String body does; a body that is a JSON string literal is unquoted. The body
+// may be compressed, as every other REST body may.
 func (s *Server) setAPIKeyDescription(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	id, ok := s.pathID(ctx, "id")
 	if !ok {
 		return
 	}
-	desc := string(ctx.PostBody())
-	var quoted string
-	if len(desc) > 1 && desc[0] == '"' && sonic.UnmarshalString(desc, &quoted) == nil {
-		desc = quoted
-	}
-	v, err := s.eng.SetAPIKeyDescription(s.ctx, p, id, desc)
-	s.respond(ctx, v, err)
+	s.withBody(ctx, s.maxBodySize(), func(body []byte) {
+		desc := string(body)
+		var quoted string
+		if len(desc) > 1 && desc[0] == '"' && sonic.UnmarshalString(desc, &quoted) == nil {
+			desc = quoted
+		}
+		v, err := s.eng.SetAPIKeyDescription(s.ctx, p, id, desc)
+		s.respond(ctx, v, err)
+	})
 }
 
 func (s *Server) setAPIKeyEnabled(ctx *fasthttp.RequestCtx, p *engine.Principal) {
