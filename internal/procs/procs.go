@@ -30,8 +30,8 @@ const Extra = 2
 // collection every few hundred milliseconds while they run, and an execution
 // trace of the bench's embedded 100-point batches at half of peak had commits
 // waiting 5-16 ms for a CPU during those collections' mark phases. At 200 the
-// batch cells ran half as many collections; their p99 at half of peak, 11
-// alternated pairs, had a median of 19.4 ms against 23.2 ms (lower in 7 of 11;
+// batch cells ran half as many collections; their p99 at half of peak, 17
+// alternated pairs, had a median of 19.9 ms against 28.1 ms (lower in 11 of 17;
 // bench/RESULTS.md, "Garbage collection"). The price is memory: a node's live
 // heap is tens of MB, and 10,000 idle long polls took 212-216 MiB RSS against
 // 191-204 MiB.
