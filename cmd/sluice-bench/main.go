@@ -48,6 +48,7 @@ func run() error {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace: its \"User-defined regions\" page splits each group commit's \"ingest: store write\" into CPU, scheduler wait and sync wait; -pprof=sched shows where goroutines waited for a CPU)")
 	nodeLog := flag.String("log", "", "write the Sluice nodes' log at this level and above (debug, info, warn, error) to stderr; none when empty")
+	repeat := flag.Int("repeat", 1, "run the whole selection this many times, then summarise each cell across the runs (median and range of req/s and p99, and in how many runs its p99 was within 20 ms): one run of a cell is not a steady result")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at the end (go tool pprof -sample_index=alloc_space)")
 	flag.Parse()
 	if *nodeLog != "" {
@@ -95,8 +96,25 @@ func run() error {
 	}
 	fmt.Fprintf(os.Stderr, "sluice-bench: %s, %d connections, %v per cell after %v warm-up, GOMAXPROCS %d on %d CPUs, GOGC %d, %s\n",
 		mode, opts.Connections, opts.Duration, opts.Warmup, runtime.GOMAXPROCS(0), runtime.NumCPU(), gcPercent, runtime.Version())
-	cells, err := bench.Run(opts)
-	bench.WriteTable(os.Stdout, cells)
+	var runs [][]bench.Cell
+	var err error
+	for i := range max(*repeat, 1) {
+		if *repeat > 1 {
+			fmt.Printf("Run %d of %d\n\n", i+1, *repeat)
+		}
+		var cells []bench.Cell
+		cells, err = bench.Run(opts)
+		bench.WriteTable(os.Stdout, cells)
+		fmt.Println()
+		if err != nil {
+			break
+		}
+		runs = append(runs, cells)
+	}
+	if *repeat > 1 && len(runs) > 0 {
+		fmt.Printf("Across %d runs\n\n", len(runs))
+		bench.WriteRepeatSummary(os.Stdout, runs)
+	}
 	if *memProfile != "" {
 		err = errors.Join(err, writeAllocs(*memProfile))
 	}
