@@ -48,7 +48,7 @@ func run() error {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace: its \"User-defined regions\" page splits each group commit's \"ingest: store write\" into CPU, scheduler wait and sync wait; -pprof=sched shows where goroutines waited for a CPU)")
 	nodeLog := flag.String("log", "", "write the Sluice nodes' log at this level and above (debug, info, warn, error) to stderr; none when empty")
-	repeat := flag.Int("repeat", 1, "run the whole selection this many times, then summarise each cell across the runs (median and range of req/s and p99, and in how many runs its p99 was within 20 ms): one run of a cell is not a steady result")
+	repeat := flag.Int("repeat", 1, fmt.Sprintf("run the whole selection this many times, then summarise each cell across the runs (median and range of req/s and p99, and in how many runs its p99 was within %v): one run of a cell is not a steady result", bench.TargetP99))
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file at the end (go tool pprof -sample_index=alloc_space)")
 	flag.Parse()
 	if *nodeLog != "" {

@@ -49,8 +49,10 @@ func Set() (maxProcs, gcPercent int) {
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(GCPercent)
+		return maxProcs, GCPercent
 	}
-	// SetGCPercent returns the setting it replaces: read it back.
+	// The runtime parsed the variable; SetGCPercent returns the setting it
+	// replaces, so read it back.
 	gcPercent = debug.SetGCPercent(-1)
 	debug.SetGCPercent(gcPercent)
 	return maxProcs, gcPercent
