@@ -24,7 +24,7 @@ func appendValue(dst []byte, v kv.Value) []byte {
 }
 
 // appendScalar appends the payload of a Bool, Long or Double; history chunks
-// (chunk.go) encode these the same way.
+// (chunk.go) encode a Long, and a Double with no short decimal form, the same way.
 func appendScalar(dst []byte, v kv.Value) []byte {
 	switch v.Type {
 	case kv.Bool:
