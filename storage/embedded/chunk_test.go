@@ -316,14 +316,16 @@ func TestDecodeWindowRepeatLaterWins(t *testing.T) {
 }
 
 // BenchmarkAppendChunk encodes a ten-second chunk of a 1 kHz series: decimals as a
-// device sends them, and full-precision doubles, decimalOf's worst case.
+// device sends them, and full-precision doubles, decimalOf's worst case (noise:
+// fifteen powers of ten tried for each).
 func BenchmarkAppendChunk(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		v    func(i int) float64
 	}{
 		{"decimal", func(i int) float64 { return 20 + float64(i%100)/10 }},
-		{"full", func(i int) float64 { return float64(i) / 3 }},
+		{"thirds", func(i int) float64 { return float64(i) / 3 }},
+		{"noise", func(i int) float64 { return 20 + math.Sin(float64(i)/1000) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			pts := make([]point, 10000)

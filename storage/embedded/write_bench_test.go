@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/google/uuid"
@@ -16,46 +17,83 @@ import (
 // timestamps × 4 keys), every point new. Besides rows/s it reports Pebble's write
 // amplification (bytes written by flushes and compactions per byte logged), which
 // is what compaction CPU follows and which, unlike rows/s, does not depend on how
-// busy the machine is. Run with -benchtime 1500x (15M points) so that compactions
-// reach the deeper levels.
+// busy the machine is, and the bytes per point in sstables after a last flush.
+// Run with -benchtime 1500x (15M points) so that compactions reach the deeper
+// levels. values=thirds writes ts/3 (a third of them whole numbers, the rest
+// repeating binary fractions that compress well), values=noise full-precision
+// doubles of a smooth signal; neither has a short code in a chunk but the whole
+// thirds. values=device writes the bench's rows (loadtest.AppendTelemetry: a
+// decimal double, a long, a flag and a status string).
 func BenchmarkWriteGroupCommit(b *testing.B) {
+	values := []struct {
+		name string
+		row  func(ts int64) [4]kv.Entry
+	}{
+		{"thirds", func(ts int64) [4]kv.Entry {
+			v := kv.DoubleValue(float64(ts) / 3)
+			return [4]kv.Entry{{Ts: ts, Key: "temperature", Value: v}, {Ts: ts, Key: "humidity", Value: v}, {Ts: ts, Key: "pressure", Value: v}, {Ts: ts, Key: "status", Value: v}}
+		}},
+		{"noise", func(ts int64) [4]kv.Entry {
+			// A deterministic full-precision signal: every double has all 53 bits.
+			x := math.Sin(float64(ts) / 1000)
+			return [4]kv.Entry{
+				{Ts: ts, Key: "temperature", Value: kv.DoubleValue(20 + x)},
+				{Ts: ts, Key: "humidity", Value: kv.DoubleValue(50 * x)},
+				{Ts: ts, Key: "pressure", Value: kv.DoubleValue(1000 + x*x)},
+				{Ts: ts, Key: "vibration", Value: kv.DoubleValue(math.Cos(float64(ts)))},
+			}
+		}},
+		{"device", func(ts int64) [4]kv.Entry {
+			return [4]kv.Entry{
+				{Ts: ts, Key: "temperature", Value: kv.DoubleValue(float64(200+ts%10*10+ts%7) / 10)},
+				{Ts: ts, Key: "humidity", Value: kv.LongValue(40 + ts%50)},
+				{Ts: ts, Key: "active", Value: kv.BoolValue(true)},
+				{Ts: ts, Key: "status", Value: kv.StringValue("ok")},
+			}
+		}},
+	}
 	for _, devices := range []int{1, 64} {
-		b.Run(fmt.Sprintf("devices=%d", devices), func(b *testing.B) {
-			db, err := Open(b.TempDir(), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			ids := make([]uuid.UUID, devices)
-			for i := range ids {
-				ids[i] = uuid.New()
-			}
-			keys := []string{"temperature", "humidity", "pressure", "status"}
-			const perWrite = 10000
-			rows := make([]storage.Row, 0, perWrite)
-			ctx := context.Background()
-			var ts int64 = 1_700_000_000_000
-			n := 0
-			for b.Loop() {
-				rows = rows[:0]
-				for len(rows) < perWrite {
-					ts++
-					id := ids[n%len(ids)]
-					n++
-					for _, k := range keys {
-						rows = append(rows, storage.Row{EntityID: id, Entry: kv.Entry{Ts: ts, Key: k, Value: kv.DoubleValue(float64(ts) / 3)}})
-					}
-				}
-				if err := db.Write(ctx, rows); err != nil {
+		for _, vals := range values {
+			b.Run(fmt.Sprintf("devices=%d/values=%s", devices, vals.name), func(b *testing.B) {
+				db, err := Open(b.TempDir(), Options{})
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(b.N*perWrite)/b.Elapsed().Seconds(), "rows/s")
-			m := db.pdb.Metrics()
-			total := m.Total()
-			b.ReportMetric(total.WriteAmp(), "write-amp")
-			b.ReportMetric(float64(m.Compact.Count), "compactions")
-		})
+				defer db.Close()
+				ids := make([]uuid.UUID, devices)
+				for i := range ids {
+					ids[i] = uuid.New()
+				}
+				const perWrite = 10000
+				rows := make([]storage.Row, 0, perWrite)
+				ctx := context.Background()
+				var ts int64 = 1_700_000_000_000
+				n := 0
+				for b.Loop() {
+					rows = rows[:0]
+					for len(rows) < perWrite {
+						ts++
+						id := ids[n%len(ids)]
+						n++
+						for _, e := range vals.row(ts) {
+							rows = append(rows, storage.Row{EntityID: id, Entry: e})
+						}
+					}
+					if err := db.Write(ctx, rows); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*perWrite)/b.Elapsed().Seconds(), "rows/s")
+				if err := db.pdb.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				m := db.pdb.Metrics()
+				total := m.Total()
+				b.ReportMetric(total.WriteAmp(), "write-amp")
+				b.ReportMetric(float64(m.Compact.Count), "compactions")
+				b.ReportMetric(float64(total.TablesSize)/float64(b.N*perWrite), "sst-bytes/point")
+			})
+		}
 	}
 }
 
