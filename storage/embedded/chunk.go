@@ -46,8 +46,8 @@ import (
 
 // windowMs is the width of a window. Fixed for the life of a store: it decides
 // which key a point lives under. Ten minutes hold 10 points of a series sampled
-// every minute and 600 (about 7 KB) of one sampled every second, so a read of the
-// newest points decodes little; a 1 kHz series makes 6 MB windows. An hour read
+// every minute and 600 (2-7 KB) of one sampled every second, so a read of the
+// newest points decodes little; a 1 kHz series makes windows of 1-6 MB. An hour read
 // the report bench about as fast and made the bench's 1.8 kHz device's windows
 // 40 MB, which compactions copy whole (bench/RESULTS.md, "Chunked history").
 const windowMs = 600_000
