@@ -20,7 +20,7 @@ func checkEntries(t *testing.T, body string, got, want []kv.Entry) {
 		t.Fatalf("%s:\ngot  %+v\nwant %+v", body, got, want)
 	}
 	for i := range got {
-		if got[i].Ts != want[i].Ts || got[i].Key != want[i].Key || !sameValue(got[i].Value, want[i].Value) {
+		if got[i].Ts != want[i].Ts || got[i].Key != want[i].Key || !got[i].Value.Same(want[i].Value) {
 			t.Fatalf("%s: entry %d:\ngot  %+v\nwant %+v", body, i, got[i], want[i])
 		}
 	}

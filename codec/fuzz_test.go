@@ -161,7 +161,7 @@ func checkStrict(t *testing.T, body []byte, got []kv.Entry, err error, strict []
 		t.Fatalf("%q: strict gave %d entries, lenient %d", body, len(strict), len(got))
 	}
 	for i := range got {
-		if got[i].Ts != strict[i].Ts || got[i].Key != strict[i].Key || !sameValue(got[i].Value, strict[i].Value) {
+		if got[i].Ts != strict[i].Ts || got[i].Key != strict[i].Key || !got[i].Value.Same(strict[i].Value) {
 			t.Fatalf("%q: strict entry %d differs", body, i)
 		}
 	}
@@ -189,7 +189,7 @@ func FuzzTypeNumber(f *testing.F) {
 		if !typeNumber(&got, s, 1<<20) {
 			t.Fatalf("typeNumber(%q) failed", s)
 		}
-		if want := bigDecimalModel(s); !sameValue(got, want) {
+		if want := bigDecimalModel(s); !got.Same(want) {
 			t.Fatalf("typeNumber(%q) = %s %v %q, want %s %v %q", s, got.Type, got.Text(), got.Str, want.Type, want.Text(), want.Str)
 		}
 	})

@@ -142,28 +142,12 @@ func TestValueTyping(t *testing.T) {
 		if len(got) != 1 || got[0].Key != "k" || got[0].Ts != 0 {
 			t.Fatalf("%s: got %+v, want one entry k", body, got)
 		}
-		if !sameValue(got[0].Value, want) {
+		if !got[0].Value.Same(want) {
 			t.Fatalf("%s: got %s %q (%v), want %s %q (%v)", body,
 				got[0].Value.Type, got[0].Value.Str, got[0].Value.Text(), want.Type, want.Str, want.Text())
 		}
 	}
 	typingTable(f)
-}
-
-// sameValue compares the meaningful field, doubles bit for bit.
-func sameValue(a, b kv.Value) bool {
-	if a.Type != b.Type {
-		return false
-	}
-	switch a.Type {
-	case kv.Bool:
-		return a.Bool == b.Bool
-	case kv.Long:
-		return a.Long == b.Long
-	case kv.Double:
-		return math.Float64bits(a.Double) == math.Float64bits(b.Double)
-	}
-	return a.Str == b.Str
 }
 
 func TestParsable(t *testing.T) {

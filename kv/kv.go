@@ -4,6 +4,7 @@
 package kv
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
@@ -51,6 +52,24 @@ func LongValue(n int64) Value        { return Value{Type: Long, Long: n} }
 func DoubleValue(f float64) Value    { return Value{Type: Double, Double: f} }
 func StringValue(s string) Value     { return Value{Type: String, Str: s} }
 func JSONValue(compact string) Value { return Value{Type: JSON, Str: compact} }
+
+// Same reports whether v and o are one value: the same type and the same
+// meaningful field, Doubles compared bit for bit (so NaN is itself and -0 is not
+// 0), which == on the struct does not do.
+func (v Value) Same(o Value) bool {
+	if v.Type != o.Type {
+		return false
+	}
+	switch v.Type {
+	case Bool:
+		return v.Bool == o.Bool
+	case Long:
+		return v.Long == o.Long
+	case Double:
+		return math.Float64bits(v.Double) == math.Float64bits(o.Double)
+	}
+	return v.Str == o.Str
+}
 
 // Text renders the value the way ThingsBoard's REST API does when strict data
 // types are off: every kind as a string, doubles in Java's Double.toString form.

@@ -79,7 +79,7 @@ func appendChunk(dst []byte, window int64, pts []point) []byte {
 	for i, p := range pts {
 		dst = binary.AppendUvarint(dst, uint64(p.ts-prev))
 		prev = p.ts
-		if i > 0 && sameValue(p.v, pts[i-1].v) {
+		if i > 0 && p.v.Same(pts[i-1].v) {
 			dst = append(dst, codeRepeat)
 			continue
 		}
@@ -143,22 +143,6 @@ func decimalAt(f float64, e int) (int64, bool) {
 		return 0, false // NaN and infinities too
 	}
 	return int64(x), x/pow10[e] == f
-}
-
-// sameValue reports whether a and b are one value, Doubles to the bit.
-func sameValue(a, b kv.Value) bool {
-	if a.Type != b.Type {
-		return false
-	}
-	switch a.Type {
-	case kv.Bool:
-		return a.Bool == b.Bool
-	case kv.Long:
-		return a.Long == b.Long
-	case kv.Double:
-		return math.Float64bits(a.Double) == math.Float64bits(b.Double)
-	}
-	return a.Str == b.Str
 }
 
 func appendChunkValue(dst []byte, v kv.Value) []byte {

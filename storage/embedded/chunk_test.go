@@ -225,7 +225,7 @@ func TestChunkShortCodes(t *testing.T) {
 			t.Errorf("%v: % x, want code %#x and a repeat", c.v, b, c.code)
 		}
 		got, err := decodeWindow(nil, 0, b)
-		if err != nil || len(got) != 2 || !sameValue(got[0].v, c.v) || !sameValue(got[1].v, c.v) {
+		if err != nil || len(got) != 2 || !got[0].v.Same(c.v) || !got[1].v.Same(c.v) {
 			t.Errorf("%v: decoded %v, %v", c.v, got, err)
 		}
 	}

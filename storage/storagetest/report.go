@@ -131,7 +131,7 @@ func checkRows(t *testing.T, what string, got, want []storage.ReportRow) {
 		g, w := got[i], want[i]
 		same = g.Group == w.Group && g.Key == w.Key && g.Bucket == w.Bucket && g.Count == w.Count &&
 			g.NumCount == w.NumCount && g.Sum == w.Sum && g.Min == w.Min && g.Max == w.Max && g.Uniq == w.Uniq &&
-			sameValue(g.Latest, w.Latest) && g.LatestTs == w.LatestTs && g.Delta == w.Delta
+			g.Latest.Same(w.Latest) && g.LatestTs == w.LatestTs && g.Delta == w.Delta
 	}
 	if !same {
 		t.Fatalf("%s:\ngot%s\nwant%s", what, formatRows(got), formatRows(want))

@@ -6,7 +6,6 @@ package storagetest
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -71,27 +70,11 @@ func checkEntries(t *testing.T, what string, got, want []kv.Entry) {
 	t.Helper()
 	same := len(got) == len(want)
 	for i := 0; same && i < len(got); i++ {
-		same = got[i].Ts == want[i].Ts && got[i].Key == want[i].Key && sameValue(got[i].Value, want[i].Value)
+		same = got[i].Ts == want[i].Ts && got[i].Key == want[i].Key && got[i].Value.Same(want[i].Value)
 	}
 	if !same {
 		t.Fatalf("%s:\ngot  %s\nwant %s", what, formatEntries(got), formatEntries(want))
 	}
-}
-
-// sameValue compares the one meaningful field of two values; doubles by bits.
-func sameValue(a, b kv.Value) bool {
-	if a.Type != b.Type {
-		return false
-	}
-	switch a.Type {
-	case kv.Bool:
-		return a.Bool == b.Bool
-	case kv.Long:
-		return a.Long == b.Long
-	case kv.Double:
-		return math.Float64bits(a.Double) == math.Float64bits(b.Double)
-	}
-	return a.Str == b.Str
 }
 
 func formatEntries(es []kv.Entry) string {
