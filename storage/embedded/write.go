@@ -110,6 +110,9 @@ func (w *writer) plan(rows []storage.Row) {
 		p := &w.groups[g]
 		p.start -= p.count
 		if !p.sorted {
+			// Each request's rows are one ascending run. The stable sort merges
+			// such runs at about half the cost of pdqsort by (ts, row number)
+			// (BenchmarkPlan: 20 against 41 ns a row).
 			slices.SortStableFunc(w.order[p.start:p.start+p.count], func(a, b int32) int {
 				return cmp.Compare(rows[a].Ts, rows[b].Ts)
 			})
