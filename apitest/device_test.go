@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -173,6 +174,18 @@ func TestDeviceAttributes(t *testing.T) {
 	// A client attribute update replaces the value.
 	n.must(200, "POST", base, `{"fw":"v1.1"}`)
 	get("?clientKeys=fw", `{"client":{"fw":"v1.1"}}`)
+
+	// Strings come back as JSON, whatever they hold: control characters escaped
+	// (a log line with ANSI colours), DEL and the rest as sent.
+	n.must(200, "POST", base, `{"log":"\u001b[31mERR\u0000","vt":"x\u000by\u007f","q":"\"\\"}`)
+	r := n.must(200, "GET", base+"?clientKeys=log,vt,q", "")
+	var back struct{ Client map[string]string }
+	if err := json.Unmarshal(r.Body, &back); err != nil {
+		t.Fatalf("GET attributes: %s is not JSON: %v", r.Body, err)
+	}
+	if c := back.Client; c["log"] != "\x1b[31mERR\x00" || c["vt"] != "x\vy\x7f" || c["q"] != `"\` {
+		t.Fatalf("GET attributes: %q", c)
+	}
 }
 
 func TestHealthz(t *testing.T) {

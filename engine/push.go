@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -124,7 +123,7 @@ func sharedUpdateBody(attrs []kv.Entry) []byte {
 			buf = append(buf, ',')
 		}
 		n++
-		buf = appendJSONString(buf, a.Key)
+		buf = kv.AppendJSONString(buf, a.Key)
 		buf = append(buf, ':')
 		buf = a.Value.AppendJSON(buf)
 	}
@@ -138,14 +137,7 @@ func sharedDeleteBody(keys []string) []byte {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendJSONString(buf, k)
+		buf = kv.AppendJSONString(buf, k)
 	}
 	return append(buf, ']', '}')
-}
-
-// appendJSONString appends s as a JSON string. Keys are short and this is not
-// the ingest path, so the standard encoder is fine.
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -529,7 +530,7 @@ func deviceRPCBody(r *rpcRecord) []byte {
 	buf = append(buf, `{"id":`...)
 	buf = strconv.AppendInt(buf, r.ReqID, 10)
 	buf = append(buf, `,"method":`...)
-	buf = appendJSONString(buf, r.Method)
+	buf = kv.AppendJSONString(buf, r.Method)
 	buf = append(buf, `,"params":`...)
 	buf = append(buf, r.Params...)
 	return append(buf, '}')

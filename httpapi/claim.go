@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/kv"
 )
 
 // claimRoutes registers device claiming: device-side claim and customer claim/unclaim (compat §3).
@@ -66,7 +67,7 @@ func (s *Server) claimDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		}
 		ctx.SetStatusCode(fasthttp.StatusBadRequest)
 		ctx.SetContentType("application/json")
-		ctx.SetBody(appendJSONString(nil, res.Response))
+		ctx.SetBody(kv.AppendJSONString(nil, res.Response))
 	})
 }
 

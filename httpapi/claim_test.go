@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-iot/sluice/codec"
+	"github.com/sluice-iot/sluice/kv"
 )
 
 func TestParseClaimRequest(t *testing.T) {
@@ -69,7 +70,7 @@ func FuzzParseClaimRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := parseClaimRequest([]byte(`{"secretKey":`+string(appendJSONString(nil, req.SecretKey))+
+		again, err := parseClaimRequest([]byte(`{"secretKey":`+string(kv.AppendJSONString(nil, req.SecretKey))+
 			`,"durationMs":`+strconv.FormatInt(req.DurationMs, 10)+`}`), codec.Limits{})
 		if err != nil || again != req {
 			t.Fatalf("%q parsed as %+v, its re-encoding as %+v (%v)", body, req, again, err)

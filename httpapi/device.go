@@ -145,13 +145,13 @@ func (s *Server) getDeviceAttributes(ctx *fasthttp.RequestCtx) {
 			buf = append(buf, ',')
 		}
 		first = false
-		buf = appendJSONString(buf, sc.name)
+		buf = kv.AppendJSONString(buf, sc.name)
 		buf = append(buf, ':', '{')
 		for i, a := range attrs {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSONString(buf, a.Key)
+			buf = kv.AppendJSONString(buf, a.Key)
 			buf = append(buf, ':')
 			buf = a.Value.AppendJSON(buf)
 		}

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/kv"
 )
 
 // docsPage is the interactive API documentation page (ThingsBoard's path).
@@ -74,7 +75,7 @@ func appendYAMLAsJSON(buf []byte, n *yaml.Node) ([]byte, error) {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendJSONString(buf, n.Content[i].Value)
+			buf = kv.AppendJSONString(buf, n.Content[i].Value)
 			buf = append(buf, ':')
 			if buf, err = appendYAMLAsJSON(buf, n.Content[i+1]); err != nil {
 				return nil, err

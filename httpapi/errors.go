@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-iot/sluice/codec"
 	"github.com/sluice-iot/sluice/engine"
 	"github.com/sluice-iot/sluice/ingest"
+	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -84,37 +85,13 @@ func writeError(ctx *fasthttp.RequestCtx, status int, code engine.Code, msg stri
 	buf = append(buf, `{"status":`...)
 	buf = strconv.AppendInt(buf, int64(status), 10)
 	buf = append(buf, `,"message":`...)
-	buf = appendJSONString(buf, msg)
+	buf = kv.AppendJSONString(buf, msg)
 	buf = append(buf, `,"errorCode":`...)
 	buf = strconv.AppendInt(buf, int64(code), 10)
 	buf = append(buf, `,"timestamp":`...)
 	buf = strconv.AppendInt(buf, time.Now().UnixMilli(), 10)
 	buf = append(buf, '}')
 	b.Write(buf)
-}
-
-// appendJSONString appends s as a JSON string literal.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }
 
 // logger returns l, or a discarding logger when l is nil.

@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/kv"
 )
 
 // provision is POST /api/v1/provision (compat §1.9): 200 with the outcome
@@ -26,13 +27,13 @@ func (s *Server) provision(ctx *fasthttp.RequestCtx) {
 func appendProvisionResult(dst []byte, res *engine.ProvisionResult) []byte {
 	if res.Status == engine.ProvisionSuccess {
 		dst = append(dst, `{"credentialsValue":`...)
-		dst = appendJSONString(dst, res.Token)
+		dst = kv.AppendJSONString(dst, res.Token)
 		dst = append(dst, `,"credentialsType":"ACCESS_TOKEN"`...)
 	} else {
 		dst = append(dst, `{"errorMsg":`...)
-		dst = appendJSONString(dst, res.ErrorMsg)
+		dst = kv.AppendJSONString(dst, res.ErrorMsg)
 	}
 	dst = append(dst, `,"status":`...)
-	dst = appendJSONString(dst, res.Status)
+	dst = kv.AppendJSONString(dst, res.Status)
 	return append(dst, '}')
 }

@@ -185,7 +185,7 @@ func (s *Server) writeLatest(ctx *fasthttp.RequestCtx, keys []string, latest []k
 			buf = appendSeries(buf, key, []kv.Entry{*e}, strict)
 			return
 		}
-		buf = appendJSONString(buf, key)
+		buf = kv.AppendJSONString(buf, key)
 		buf = append(buf, `:[{"ts":`...)
 		buf = strconv.AppendInt(buf, time.Now().UnixMilli(), 10)
 		buf = append(buf, `,"value":null}]`...)
@@ -209,7 +209,7 @@ func (s *Server) writeLatest(ctx *fasthttp.RequestCtx, keys []string, latest []k
 }
 
 func appendSeries(buf []byte, key string, pts []kv.Entry, strict bool) []byte {
-	buf = appendJSONString(buf, key)
+	buf = kv.AppendJSONString(buf, key)
 	buf = append(buf, ':', '[')
 	for i, pt := range pts {
 		if i > 0 {
@@ -221,7 +221,7 @@ func appendSeries(buf []byte, key string, pts []kv.Entry, strict bool) []byte {
 		if strict {
 			buf = pt.Value.AppendJSON(buf)
 		} else {
-			buf = appendJSONString(buf, pt.Value.Text())
+			buf = kv.AppendJSONString(buf, pt.Value.Text())
 		}
 		buf = append(buf, '}')
 	}
@@ -269,7 +269,7 @@ func (s *Server) getAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 			buf = append(buf, `{"lastUpdateTs":`...)
 			buf = strconv.AppendInt(buf, a.Ts, 10)
 			buf = append(buf, `,"key":`...)
-			buf = appendJSONString(buf, a.Key)
+			buf = kv.AppendJSONString(buf, a.Key)
 			buf = append(buf, `,"value":`...)
 			buf = a.Value.AppendJSON(buf)
 			buf = append(buf, '}')

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Type is the kind of a Value, numbered as ThingsBoard's KeyValueType.
@@ -98,7 +99,49 @@ func (v Value) AppendJSON(dst []byte) []byte {
 	case JSON:
 		return append(dst, v.Str...)
 	}
-	return strconv.AppendQuote(dst, v.Str)
+	return AppendJSONString(dst, v.Str)
+}
+
+// AppendJSONString appends s as a JSON string literal: quotes, backslashes and
+// control characters escaped (\n, \r, \t, else \u00XX), invalid UTF-8 as
+// U+FFFD, everything else as it is. Go's quoting (strconv.Quote) is not JSON:
+// it writes \x1b, \v and \U0010ffff, which JSON parsers reject.
+func AppendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0 // s[start:i] is still to be copied as it is
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			if r, size := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+		}
+		dst = append(dst, s[start:i]...)
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default: // a byte of invalid UTF-8
+			dst = append(dst, "\ufffd"...)
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // Numeric reports the value as a float64 when it is a Long or a Double.

@@ -1,8 +1,10 @@
 package kv
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestSame(t *testing.T) {
@@ -26,4 +28,40 @@ func TestSame(t *testing.T) {
 			t.Errorf("%v.Same(%v) = %v", c.a, c.b, got)
 		}
 	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                  `""`,
+		"plain 23.4 °C":     `"plain 23.4 °C"`,
+		"q\"b\\s/":          `"q\"b\\s/"`,
+		"\n\r\t":            `"\n\r\t"`,
+		"\x1b[31mERR\x00":   `"\u001b[31mERR\u0000"`,
+		"x\vy\x7f":          `"x\u000by` + "\x7f" + `"`,
+		"\U000e0001 \u2028": "\"\U000e0001 \u2028\"",
+		"bad \xff utf8":     "\"bad \ufffd utf8\"",
+	} {
+		got := string(AppendJSONString([]byte("pre"), in))
+		if got != "pre"+want {
+			t.Errorf("%q: got %s, want %s", in, got[3:], want)
+		}
+	}
+}
+
+// FuzzAppendJSONString: what it writes is JSON, and it reads back as the input
+// when that is valid UTF-8.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "a\"b", "\x1b\x00\x7f", "\xff\xfe", "é\u2028\U0001F600", "\\u0000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := AppendJSONString(nil, s)
+		var back string
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%q: %s is not JSON: %v", s, b, err)
+		}
+		if utf8.ValidString(s) && back != s {
+			t.Fatalf("%q: read back %q", s, back)
+		}
+	})
 }
