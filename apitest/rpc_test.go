@@ -318,6 +318,16 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		rest.must(200, "GET", "/api/rpc/persistent/"+rpcID.RpcID, "", customer)
 	})
 
+	t.Run("credentials changed", func(t *testing.T) {
+		// New credentials end the open poll at once with 408, as for the
+		// attribute poll: an RPC queued later must not reach the old token.
+		id, token := rest.createDevice(auth, "rpc-new-token")
+		poll := dev.openRPCPoll(token)
+		rest.must(200, "POST", "/api/device/credentials",
+			`{"deviceId":{"entityType":"DEVICE","id":"`+id+`"},"credentialsType":"ACCESS_TOKEN","credentialsId":"NEW_`+token+`"}`, auth)
+		timedOut(t, poll)
+	})
+
 	t.Run("device deleted", func(t *testing.T) {
 		id, token := rest.createDevice(auth, "rpc-deleted")
 		poll := dev.openRPCPoll(token)

@@ -56,7 +56,6 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 	}
 	defer release()
 	got := make(chan []byte, 1)
-	gone := make(chan string, 1)
 	// The callbacks run on the notifier's delivery goroutine: never block it.
 	cancelMsg := e.cfg.Notifier.Subscribe(topic, func(msg []byte) {
 		select {
@@ -65,15 +64,8 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 		}
 	})
 	defer cancelMsg()
-	cancelDev := e.cfg.Notifier.Subscribe(deviceTopic(deviceID), func(msg []byte) {
-		if why := string(msg); why == deviceDeleted || why == credentialsChanged {
-			select {
-			case gone <- why:
-			default:
-			}
-		}
-	})
-	defer cancelDev()
+	gone, cancelGone := e.deviceGone(deviceID)
+	defer cancelGone()
 
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -90,6 +82,22 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
+}
+
+// deviceGone signals, on any node, the device's deletion (deviceDeleted) or a
+// change of its credentials (credentialsChanged): either ends its open polls.
+func (e *Engine) deviceGone(deviceID uuid.UUID) (<-chan string, func()) {
+	gone := make(chan string, 1)
+	// The callback runs on the notifier's delivery goroutine: never block it.
+	cancel := e.cfg.Notifier.Subscribe(deviceTopic(deviceID), func(msg []byte) {
+		if why := string(msg); why == deviceDeleted || why == credentialsChanged {
+			select {
+			case gone <- why:
+			default:
+			}
+		}
+	})
+	return gone, cancel
 }
 
 // OpenPolls is the number of device long polls waiting on this node.

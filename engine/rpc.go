@@ -397,7 +397,8 @@ func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
 // WaitRPC is the device's RPC poll (compat §1.5): it answers the device's oldest
 // pending RPC at once, or waits up to timeout for one to be queued on any node.
 // The body is {"id":n,"method":"…","params":…} and ok is true; ok is false when
-// timeout passed first. A deletion of the device is ErrDeviceDeleted; ctx ending
+// timeout passed first, or when the device's credentials changed (the token the
+// poll came with may be revoked). A deletion of the device is ErrDeviceDeleted; ctx ending
 // is ctx.Err(); a poll past a long-poll cap is a *LimitError at once (see
 // admitPoll). The wait holds notifier subscriptions only, no storage connection.
 func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
@@ -428,28 +429,17 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 		}
 		select {
 		case <-wake:
-		case <-gone:
-			return nil, false, ErrDeviceDeleted
+		case why := <-gone:
+			if why == deviceDeleted {
+				return nil, false, ErrDeviceDeleted
+			}
+			return nil, false, nil // credentialsChanged: 408, as ThingsBoard
 		case <-t.C:
 			return nil, false, nil
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}
 	}
-}
-
-// deviceGone signals when the device is deleted on any node.
-func (e *Engine) deviceGone(deviceID uuid.UUID) (<-chan struct{}, func()) {
-	gone := make(chan struct{}, 1)
-	cancel := e.cfg.Notifier.Subscribe(deviceTopic(deviceID), func(msg []byte) {
-		if string(msg) == deviceDeleted {
-			select {
-			case gone <- struct{}{}:
-			default:
-			}
-		}
-	})
-	return gone, cancel
 }
 
 // takeRPC delivers the device's pending RPC with the lowest request id, if any:
