@@ -145,7 +145,12 @@ func (s *Server) deviceOta(typ string) fasthttp.RequestHandler {
 			s.sendOta(ctx, d, 0, d.Size, true)
 			return
 		}
-		off := min(size*chunk, d.Size)
+		// A chunk past the end is 200 and empty. size*chunk is computed only
+		// when it cannot pass the end, so it cannot overflow either.
+		off := d.Size
+		if chunk <= d.Size/size {
+			off = size * chunk
+		}
 		s.sendOta(ctx, d, off, min(size, d.Size-off), false)
 	}
 }
