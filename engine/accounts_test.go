@@ -32,7 +32,7 @@ func TestDeleteTenantRemovesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := te.SaveAPIKey(ctx, b, &APIKey{APIKeyInfo: APIKeyInfo{Description: "k", Enabled: true}})
+	key, err := te.SaveAPIKey(ctx, b, &APIKeyRequest{Description: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,19 @@ type APIKeyInfo struct {
 	Expired        bool     `json:"expired"`
 }
 
+// APIKeyRequest is the body of POST /api/apiKey: a new key without an ID, or an
+// update of the description and the state of the key with that ID (the other
+// fields must be the key's own). Enabled may be left out: a new key is then
+// enabled, and an update keeps the key's state. ApiKeyInfo's other fields, which
+// a client may send back as it read them, are ignored.
+type APIKeyRequest struct {
+	ID             EntityID `json:"id"`
+	UserID         EntityID `json:"userId"`
+	ExpirationTime int64    `json:"expirationTime"`
+	Description    string   `json:"description"`
+	Enabled        *bool    `json:"enabled"`
+}
+
 // APIKey is the answer of POST /api/apiKey: Value is set only when the key is
 // created, and null afterwards.
 type APIKey struct {
@@ -97,7 +110,7 @@ func (e *Engine) keyOwner(ctx context.Context, p *Principal, userID uuid.UUID) (
 // given) and returns it with its value, which is never shown again; only its
 // SHA-256 is stored. With an ID it updates the description and enabled flag of an
 // existing key (value null); userId and expirationTime cannot change.
-func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKey) (*APIKey, error) {
+func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKeyRequest) (*APIKey, error) {
 	if err := requireRole(p, SysAdmin, TenantAdmin, CustomerUser); err != nil {
 		return nil, err
 	}
@@ -115,7 +128,10 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKey) (*API
 		if in.ExpirationTime != r.ExpirationTime {
 			return nil, errAPIKeyExpiryChange
 		}
-		r.Description, r.Enabled = in.Description, in.Enabled
+		r.Description = in.Description
+		if in.Enabled != nil {
+			r.Enabled = *in.Enabled
+		}
 		if err := e.putAPIKey(ctx, r); err != nil {
 			return nil, err
 		}
@@ -143,7 +159,7 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKey) (*API
 			UserID:         u.ID,
 			ExpirationTime: in.ExpirationTime,
 			Description:    in.Description,
-			Enabled:        in.Enabled,
+			Enabled:        in.Enabled == nil || *in.Enabled,
 		},
 		Hash: sha256Hex(value),
 	}

@@ -14,7 +14,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
 	admin := te.tenantAdmin(t)
-	k, err := te.SaveAPIKey(ctx, admin, &APIKey{APIKeyInfo: APIKeyInfo{Description: "ci", Enabled: true}})
+	k, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if raw, err := base64.RawURLEncoding.DecodeString((*k.Value)[3:]); err != nil || len(raw) != 64 {
 		t.Fatalf("value is not 64 bytes base64url: %v", err)
 	}
-	if k.ID.EntityType != EntityAPIKey || k.UserID.ID != admin.UserID || k.TenantID.ID != admin.TenantID || k.Expired {
+	// Created without "enabled": enabled, as the OpenAPI document's default says.
+	if k.ID.EntityType != EntityAPIKey || k.UserID.ID != admin.UserID || k.TenantID.ID != admin.TenantID || k.Expired || !k.Enabled {
 		t.Fatalf("key %+v", k.APIKeyInfo)
 	}
 	value := *k.Value
@@ -56,9 +57,10 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	auth("Bearer "+value, ErrBadCredentials)
 
 	// Updates: description and enabled only; refused at once when disabled.
-	upd := func(in APIKey, code Code) {
+	upd := func(in APIKeyInfo, code Code) {
 		t.Helper()
-		out, err := te.SaveAPIKey(ctx, admin, &in)
+		out, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{ID: in.ID, UserID: in.UserID,
+			ExpirationTime: in.ExpirationTime, Description: in.Description, Enabled: &in.Enabled})
 		wantCode(t, err, code)
 		if err == nil && out.Value != nil {
 			t.Fatalf("update returned the value")
@@ -66,21 +68,30 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	}
 	info := k.APIKeyInfo
 	info.Description, info.Enabled = "ci-2", false
-	upd(APIKey{APIKeyInfo: info}, 0)
+	upd(info, 0)
 	auth("ApiKey "+value, errUserNotActive)
 	bad := info
 	bad.ExpirationTime = 5
-	upd(APIKey{APIKeyInfo: bad}, CodeBadRequestParams)
+	upd(bad, CodeBadRequestParams)
 	bad = info
 	bad.UserID = newEntityID(EntityUser, uuid.New())
-	upd(APIKey{APIKeyInfo: bad}, CodeBadRequestParams)
+	upd(bad, CodeBadRequestParams)
 	bad = info
 	bad.Description = " "
-	upd(APIKey{APIKeyInfo: bad}, CodeBadRequestParams)
+	upd(bad, CodeBadRequestParams)
 	bad = info
 	bad.ID.ID = uuid.New()
-	upd(APIKey{APIKeyInfo: bad}, CodeItemNotFound)
+	upd(bad, CodeItemNotFound)
+	// An update without enabled keeps the key's state: still disabled.
+	if _, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{ID: info.ID, Description: "ci-3"}); err != nil {
+		t.Fatal(err)
+	}
+	auth("ApiKey "+value, errUserNotActive)
 	if _, err := te.SetAPIKeyEnabled(ctx, admin, k.ID.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	auth("ApiKey "+value, nil)
+	if _, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{ID: info.ID, Description: "ci-4"}); err != nil {
 		t.Fatal(err)
 	}
 	auth("ApiKey "+value, nil)
@@ -90,8 +101,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	}
 
 	// Expiry, through the engine clock.
-	exp, err := te.SaveAPIKey(ctx, admin, &APIKey{APIKeyInfo: APIKeyInfo{Description: "short", Enabled: true,
-		ExpirationTime: time.Now().Add(time.Hour).UnixMilli()}})
+	exp, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: "short",
+		ExpirationTime: time.Now().Add(time.Hour).UnixMilli()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +128,8 @@ func TestAPIKeyPermissions(t *testing.T) {
 	other := te.newTenant(t, "B", "b@example.com")
 	f := func(p *Principal, owner uuid.UUID, code Code) {
 		t.Helper()
-		_, err := te.SaveAPIKey(ctx, p, &APIKey{APIKeyInfo: APIKeyInfo{Description: "k", Enabled: true,
-			UserID: newEntityID(EntityUser, owner)}})
+		_, err := te.SaveAPIKey(ctx, p, &APIKeyRequest{Description: "k",
+			UserID: newEntityID(EntityUser, owner)})
 		wantCode(t, err, code)
 		_, err = te.ListAPIKeys(ctx, p, owner, PageLink{PageSize: 1})
 		wantCode(t, err, code)
@@ -136,7 +147,7 @@ func TestAPIKeyPermissions(t *testing.T) {
 	f(other, uuid.New(), CodeItemNotFound)
 
 	// A key of a customer user acts as that user, with its rights only.
-	k, err := te.SaveAPIKey(ctx, cust, &APIKey{APIKeyInfo: APIKeyInfo{Description: "mine", Enabled: true}})
+	k, err := te.SaveAPIKey(ctx, cust, &APIKeyRequest{Description: "mine"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func FuzzAuthenticate(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key, err := te.SaveAPIKey(ctx, admin, &APIKey{APIKeyInfo: APIKeyInfo{Description: "fuzz", Enabled: true}})
+	key, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: "fuzz"})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -221,7 +221,7 @@ var restBodies = []struct {
 	{"tenant", func() any { return new(engine.Tenant) }, []string{`{"title":"t","region":"Global"}`}},
 	{"customer", func() any { return new(engine.Customer) }, []string{`{"title":"c","email":"c@x.org"}`}},
 	{"user", func() any { return new(engine.User) }, []string{`{"email":"u@x.org","authority":"TENANT_ADMIN","firstName":"F"}`}},
-	{"apiKey", func() any { return new(engine.APIKey) }, []string{`{"description":"ci","expirationTime":0,"enabled":true}`}},
+	{"apiKey", func() any { return new(engine.APIKeyRequest) }, []string{`{"description":"ci","expirationTime":0,"enabled":true}`}},
 	{"otaPackage", func() any { return new(engine.SaveOtaPackageInfoRequest) }, []string{`{"title":"fw","version":"1.0","type":"FIRMWARE","deviceProfileId":{"entityType":"DEVICE_PROFILE","id":"784f394c-42b6-435a-983c-b7beff2784f9"},"isURL":false}`}},
 	{"changePassword", func() any { return new(changePasswordRequest) }, []string{`{"currentPassword":"a","newPassword":"b"}`}},
 	{"activate", func() any { return new(activateRequest) }, []string{`{"activateToken":"x","password":"p"}`}},

@@ -18,7 +18,7 @@ func (s *Server) apiKeyRoutes(r *router.Router) {
 }
 
 func (s *Server) saveAPIKey(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	var k engine.APIKey
+	var k engine.APIKeyRequest
 	if s.readJSON(ctx, &k) {
 		v, err := s.eng.SaveAPIKey(s.ctx, p, &k)
 		s.respond(ctx, v, err)

@@ -76,10 +76,10 @@ func TestAPIKeysOverHTTP(t *testing.T) {
 		t.Fatalf("api key user: %+v", u)
 	}
 	// The key works as its user does: it may create a device, and a customer's
-	// key may not.
+	// key may not. A key created without "enabled" is enabled.
 	n.expect("POST", "/api/device", key, map[string]string{"name": "by-key"}, 200, "")
 	var ck engine.APIKey
-	n.decode(n.expect("POST", "/api/apiKey", cu, map[string]any{"description": "mine", "enabled": true}, 200, ""), &ck)
+	n.decode(n.expect("POST", "/api/apiKey", cu, map[string]any{"description": "mine"}, 200, ""), &ck)
 	n.expect("POST", "/api/device", "ApiKey "+*ck.Value, map[string]string{"name": "nope"}, 403, "")
 	n.expect("GET", "/api/device/"+n.Demo.CustomerDeviceID.String(), "ApiKey "+*ck.Value, nil, 200, "")
 
