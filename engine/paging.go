@@ -90,12 +90,18 @@ func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], err
 	})
 
 	total := len(items)
-	out := PageData[T]{Data: []T{}, TotalElements: total, TotalPages: (total + pl.PageSize - 1) / pl.PageSize}
-	out.HasNext = pl.Page+1 < out.TotalPages
+	// Divided, not rounded up by adding pageSize - 1: pageSize may be as large
+	// as an int goes.
+	pages := total / pl.PageSize
+	if total%pl.PageSize != 0 {
+		pages++
+	}
+	out := PageData[T]{Data: []T{}, TotalElements: total, TotalPages: pages}
+	out.HasNext = pl.Page < out.TotalPages-1
 	// A page past the end is empty, not an error, as in ThingsBoard.
 	if pl.Page < out.TotalPages {
-		from := pl.Page * pl.PageSize
-		out.Data = items[from:min(from+pl.PageSize, total)]
+		from := pl.Page * pl.PageSize // below total: no overflow
+		out.Data = items[from : from+min(pl.PageSize, total-from)]
 	}
 	return out, nil
 }
