@@ -138,8 +138,7 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			}
 			return
 		}
-		rep, err := s.eng.BuildReport(s.ctx, p, req)
-		lim.leave()
+		rep, err := s.build(lim, p, req)
 		if err != nil {
 			s.fail(ctx, err)
 			return
@@ -150,6 +149,14 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 		}
 		s.writeJSON(ctx, rep)
 	}
+}
+
+// build runs a report in the slot lim admitted it to, which it gives back even
+// if the report panics (the router's recovery answers 500 and serves on; a slot
+// lost each time would shrink the report capacity for good).
+func (s *Server) build(lim *reportLimiter, p *engine.Principal, req engine.ReportRequest) (*engine.Report, error) {
+	defer lim.leave()
+	return s.eng.BuildReport(s.ctx, p, req)
 }
 
 // reportCredentials is the Authorization-style credential of a report request.
