@@ -53,7 +53,7 @@ func run(path string) error {
 		fmt.Fprintf(os.Stderr, "\nFirst start: system administrator sysadmin@thingsboard.org, password %s (shown once; change it)\n\n", b.GeneratedPassword)
 	}
 	if cfg.Data.Demo {
-		fmt.Fprintf(os.Stderr, "\nDemo data loaded. Log in as tenant@thingsboard.org / tenant.\nDemo device access token: %s\n  curl -X POST -H 'Content-Type: application/json' -d '{\"temperature\":25}' http://localhost:%d/api/v1/%s/telemetry\n\n",
+		fmt.Fprintf(os.Stderr, "\nDemo data loaded. Logins: sysadmin@thingsboard.org / sysadmin, tenant@thingsboard.org / tenant, customer@thingsboard.org / customer.\nDemo device access token: %s\n  curl -X POST -H 'Content-Type: application/json' -d '{\"temperature\":25}' http://localhost:%d/api/v1/%s/telemetry\n\n",
 			b.DemoDeviceToken, cfg.HTTP.BindPort, b.DemoDeviceToken)
 	}
 
