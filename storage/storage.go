@@ -174,6 +174,8 @@ type Entities interface {
 	// Get returns the record of (kind, id), or ErrNotFound.
 	Get(ctx context.Context, kind string, id uuid.UUID) (Record, error)
 	// Lookup returns the record that holds the unique value, or ErrNotFound.
+	// Unique values hold device tokens, provisioning keys and e-mails, which
+	// callers log with errors: no error of Put or Lookup may quote one.
 	Lookup(ctx context.Context, kind, unique string) (Record, error)
 	// List returns all records of kind with the owner, in ascending ID order.
 	List(ctx context.Context, kind string, owner uuid.UUID) ([]Record, error)

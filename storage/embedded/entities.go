@@ -28,17 +28,17 @@ func (d *DB) Put(ctx context.Context, r storage.Record) error {
 	for _, u := range r.Unique {
 		v, ok, err := get(d.pdb, uniqueKey(nil, r.Kind, u))
 		if err != nil {
-			return fmt.Errorf("cannot check unique %q of %s: %w", u, r.Kind, err)
+			return fmt.Errorf("cannot check a unique value of %s: %w", r.Kind, err)
 		}
 		if !ok {
 			continue
 		}
 		owner, err := parseID(v)
 		if err != nil {
-			return fmt.Errorf("unique %q of %s: %w", u, r.Kind, err)
+			return fmt.Errorf("a unique value of %s: %w", r.Kind, err)
 		}
 		if owner != r.ID {
-			return fmt.Errorf("cannot put %s %s: %q belongs to %s: %w", r.Kind, r.ID, u, owner, storage.ErrConflict)
+			return fmt.Errorf("cannot put %s %s: a unique value of it belongs to %s: %w", r.Kind, r.ID, owner, storage.ErrConflict)
 		}
 	}
 
@@ -93,19 +93,19 @@ func (d *DB) Lookup(ctx context.Context, kind, unique string) (storage.Record, e
 	defer snap.Close()
 	v, ok, err := get(snap, uniqueKey(nil, kind, unique))
 	if err != nil {
-		return storage.Record{}, fmt.Errorf("cannot look up %s %q: %w", kind, unique, err)
+		return storage.Record{}, fmt.Errorf("cannot look up %s: %w", kind, err)
 	}
 	if ok {
 		id, err := parseID(v)
 		if err != nil {
-			return storage.Record{}, fmt.Errorf("unique %q of %s: %w", unique, kind, err)
+			return storage.Record{}, fmt.Errorf("a unique value of %s: %w", kind, err)
 		}
 		r, found, err := getRecord(snap, kind, id)
 		if err != nil || found {
 			return r, err
 		}
 	}
-	return storage.Record{}, fmt.Errorf("%s %q: %w", kind, unique, storage.ErrNotFound)
+	return storage.Record{}, fmt.Errorf("%s: %w", kind, storage.ErrNotFound)
 }
 
 // List implements storage.Entities.

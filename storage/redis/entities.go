@@ -120,14 +120,14 @@ func (s *Store) Lookup(ctx context.Context, kind, unique string) (storage.Record
 	for range 3 {
 		raw, err := s.rdb.HGet(ctx, s.uniqueKey(kind), unique).Result()
 		if errors.Is(err, goredis.Nil) {
-			return storage.Record{}, fmt.Errorf("%s %q: %w", kind, unique, storage.ErrNotFound)
+			return storage.Record{}, fmt.Errorf("%s: %w", kind, storage.ErrNotFound)
 		}
 		if err != nil {
-			return storage.Record{}, fail(fmt.Sprintf("look up %s %q", kind, unique), err)
+			return storage.Record{}, fail("look up "+kind, err)
 		}
 		id, err := uuid.FromBytes([]byte(raw))
 		if err != nil {
-			return storage.Record{}, fmt.Errorf("redis: corrupt unique index of %s %q: %w", kind, unique, err)
+			return storage.Record{}, fmt.Errorf("redis: corrupt unique index of %s: %w", kind, err)
 		}
 		r, err := s.Get(ctx, kind, id)
 		if errors.Is(err, storage.ErrNotFound) {
@@ -142,7 +142,7 @@ func (s *Store) Lookup(ctx context.Context, kind, unique string) (storage.Record
 			}
 		}
 	}
-	return storage.Record{}, fmt.Errorf("%s %q: %w", kind, unique, storage.ErrNotFound)
+	return storage.Record{}, fmt.Errorf("%s: %w", kind, storage.ErrNotFound)
 }
 
 // List returns the records of kind with the owner in ascending ID order.
