@@ -136,7 +136,11 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		// Responses written while shutting down close their connection, so a client
 		// reconnects (to another node) instead of reusing it.
 		CloseOnShutdown: true,
-		Logger:          fasthttpLogger{log},
+		// fasthttp logs a request it cannot parse; without this, with up to 400
+		// bytes of its raw head: the device token in the path, the API key or JWT
+		// in X-Authorization.
+		SecureErrorLogMessage: true,
+		Logger:                fasthttpLogger{log},
 	}
 	addr := net.JoinHostPort(cfg.HTTP.BindAddress, strconv.Itoa(cfg.HTTP.BindPort))
 	ln, err := net.Listen("tcp", addr)
