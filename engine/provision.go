@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -80,7 +79,7 @@ func (e *Engine) ProvisionDevice(ctx context.Context, req *ProvisionRequest) (*P
 	}
 	secret := dp.ProfileData.ProvisionConfiguration.ProvisionDeviceSecret
 	if dp.ProvisionType == ProvisionDisabled || secret == nil || *secret == "" ||
-		subtle.ConstantTimeCompare([]byte(req.ProvisionDeviceSecret), []byte(*secret)) != 1 {
+		!sameSecret(secretHash(req.ProvisionDeviceSecret), secretHash(*secret)) {
 		return provisionNotFound(), nil
 	}
 	if req.CredentialsType != "" && req.CredentialsType != CredentialsAccessToken {
