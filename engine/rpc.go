@@ -82,11 +82,18 @@ func (e *Engine) rpcLock(dev uuid.UUID) *sync.Mutex { return &e.rpcLocks[int(dev
 // rpcLocks serialise request id allocation per device on this node (striped).
 type rpcLocks [64]sync.Mutex
 
+// maxRPCWait is the longest a call waits for its device: the cap of a timeout,
+// and of the expirationTime of an RPC that is not persistent, whose REST call
+// holds a connection and a goroutine until then.
+const maxRPCWait = 24 * time.Hour
+
 // RPCRequest is the body of a REST server-side RPC call (compat §2).
 type RPCRequest struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
-	// Timeout (ms) applies when ExpirationTime (epoch ms) is absent or 0.
+	// Timeout (ms) applies when ExpirationTime (epoch ms) is absent or 0. Both
+	// end at most maxRPCWait from now, unless the RPC is persistent (its call
+	// does not wait).
 	Timeout        *int64          `json:"timeout"`
 	ExpirationTime *int64          `json:"expirationTime"`
 	Persistent     bool            `json:"persistent"`
@@ -288,9 +295,12 @@ func (e *Engine) newRPC(dev *Device, oneway bool, req *RPCRequest) (*rpcRecord, 
 		timeout := e.cfg.RPCDefaultTimeout
 		if req.Timeout != nil {
 			// Clamped first: a huge negative timeout would overflow the Duration.
-			timeout = time.Duration(min(max(*req.Timeout, 0), int64(24*time.Hour/time.Millisecond))) * time.Millisecond
+			timeout = time.Duration(min(max(*req.Timeout, 0), int64(maxRPCWait/time.Millisecond))) * time.Millisecond
 		}
 		exp = now.Add(max(e.cfg.RPCMinTimeout, timeout)).UnixMilli()
+	}
+	if !req.Persistent {
+		exp = min(exp, now.Add(maxRPCWait).UnixMilli())
 	}
 	info := req.AdditionalInfo
 	if string(info) == "null" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -347,5 +348,25 @@ func TestRPCPollWakesAndEnds(t *testing.T) {
 	te.DeleteDevice(ctx, admin, dev)
 	if r := <-polled; r.err != ErrDeviceDeleted {
 		t.Fatalf("deleted device: %v", r.err)
+	}
+}
+
+// TestRPCWaitCapped: an RPC whose call waits (not persistent) expires at most
+// maxRPCWait from now, whatever expirationTime asks; a persistent one keeps it.
+func TestRPCWaitCapped(t *testing.T) {
+	te := newTestEngine(t)
+	far := int64(math.MaxInt64)
+	for _, persistent := range []bool{false, true} {
+		req := rpcReq("m", "{}")
+		req.ExpirationTime, req.Persistent = &far, persistent
+		before := time.Now()
+		r, err := te.newRPC(&Device{}, false, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		capped := r.ExpirationTime <= before.Add(maxRPCWait+time.Minute).UnixMilli()
+		if capped == persistent {
+			t.Errorf("persistent %v: expires at %d", persistent, r.ExpirationTime)
+		}
 	}
 }
