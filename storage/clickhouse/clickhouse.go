@@ -55,6 +55,11 @@ type Store struct {
 	clock   clock
 	closed  atomic.Bool
 	threads atomic.Int32 // max_threads of the server, once read (report.go)
+	// unlimitedPartitions is set on servers that limit the partitions of an
+	// INSERT block (max_partitions_per_insert_block, 100 by default, which
+	// 18.16 does not have): a delivery of a backfill over more than 100
+	// months would fail the same way on every retry and stop its spool lane.
+	unlimitedPartitions bool
 
 	// beforeReportQuery, when set (tests), runs between a report's look at
 	// which rows need FINAL and its query.
@@ -105,6 +110,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
+	var n uint64
+	err = conn.QueryRow(ctx, `SELECT count() FROM system.settings WHERE name = 'max_partitions_per_insert_block'`).Scan(&n)
+	if err != nil {
+		conn.Close()
+		return nil, fail("read the server's settings", err)
+	}
+	s.unlimitedPartitions = n > 0
 	return s, nil
 }
 

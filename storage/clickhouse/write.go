@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
@@ -153,6 +154,9 @@ func (s *Store) insert(ctx context.Context, table, columns string, c *columns, l
 			insertedRows.Add(len(c.ts))
 		}
 	}()
+	if s.unlimitedPartitions {
+		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"max_partitions_per_insert_block": 0}))
+	}
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(table)+columns)
 	if err != nil {
 		return fail("prepare insert into "+table, err)

@@ -38,6 +38,23 @@ func testTelemetry(t *testing.T, open func(t *testing.T) storage.Backend) {
 		checkEntries(t, "Read", got, []kv.Entry{long(200, "temp", 21), long(100, "temp", 20)})
 	})
 
+	t.Run("ManyMonthsInOneWrite", func(t *testing.T) {
+		// A backfill or a device with a bad clock: 150 points a month apart.
+		// ClickHouse partitions history by month, and current releases refuse an
+		// INSERT block over 100 partitions unless told otherwise.
+		b := open(t)
+		id := uuid.New()
+		const month = int64(31 * 24 * 3600 * 1000)
+		var want []kv.Entry
+		for i := range int64(150) {
+			want = append(want, long(1_500_000_000_000+i*month, "v", i))
+		}
+		write(t, b, id, want...)
+		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "v", StartTs: 0, EndTs: math.MaxInt64, Limit: 1000, Asc: true})
+		must(t, err)
+		checkEntries(t, "Read", got, want)
+	})
+
 	t.Run("Empty", func(t *testing.T) {
 		b := open(t)
 		id := uuid.New()
