@@ -908,3 +908,48 @@ func TestSpoolInterleavedWrite(t *testing.T) {
 		t.Fatalf("delivered per device:\n%v\nwant\n%v", got, want)
 	}
 }
+
+// TestSpoolFromPebbleCutShort: a move out of Pebble killed after Pebble's
+// markers went keeps segment 1 on the next start (it used to delete it and copy
+// the store again, by then emptied of its data files) and removes the rest of
+// Pebble's files.
+func TestSpoolFromPebbleCutShort(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := uuid.New()
+	shard := byte(binary.BigEndian.Uint64(a[8:]) % 2)
+	if err := db.Set(binary.BigEndian.AppendUint64([]byte{shard}, 1), appendRecord(nil, testRows(a, 0, 5)), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The move's steps up to the cut: the copy, then the markers, then (in
+	// name order) some of the data files.
+	if _, err := copyPebbleToSegment(dir, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeFiles(dir, func(name string) bool {
+		return strings.HasPrefix(name, "marker.") || strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".sst")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sink := newMemSink()
+	s, err := OpenSpool(SpoolConfig{Dir: dir, FlushInterval: time.Hour, Shards: 2}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if got := sink.flush(t, s); len(got[a]) != 5 {
+		t.Fatalf("delivered: %v, want the 5 rows", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !spoolFile(e.Name()) {
+			t.Errorf("left in the spool folder: %s", e.Name())
+		}
+	}
+}

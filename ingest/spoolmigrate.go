@@ -19,54 +19,99 @@ import (
 // migratePebble moves a spool that an earlier version kept in Pebble (keys
 // shard byte | sequence number, values spool records) into segment 1 of the log,
 // then removes Pebble's files. Any segment already there is from a migration
-// cut short (this version writes segments only once Pebble's files are gone),
-// so it starts over; a crash in between at worst delivers records twice, which
-// the sink tolerates.
+// cut short before Pebble's markers went (this version writes segments only
+// once they are gone), so it starts over; a crash in between at worst delivers
+// records twice, which the sink tolerates.
 func migratePebble(dir string, log *slog.Logger) error {
 	desc, err := pebble.Peek(dir, vfs.Default)
 	if err != nil || !desc.Exists {
-		return nil // not a Pebble store (Peek fails on a folder without one)
+		// Not a Pebble store (Peek fails on a folder without one), or one whose
+		// move was cut short after its markers went: what is left of it goes.
+		return removeFiles(dir, pebbleFile)
 	}
-	entries, err := os.ReadDir(dir)
+	if err := removeFiles(dir, spoolFile); err != nil {
+		return err
+	}
+	n, err := copyPebbleToSegment(dir, log)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), segSuffix) || e.Name() == cursorsFile {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: log.With("component", "spool")}})
-	if err != nil {
+	// Segment 1 is synced and its name is in the folder for good. Pebble's
+	// markers go first: Peek finds a store by them, so from here on a crash
+	// leaves a folder the next start takes as moved, with leftovers it removes.
+	// Removed in name order, the data files went first, and a crash then made
+	// the next start throw segment 1 away and copy an emptied store.
+	if err := removeFiles(dir, func(name string) bool { return strings.HasPrefix(name, "marker.") }); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, segName(1)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		db.Close()
-		return err
-	}
-	n, err := copyPebble(db, f)
-	err = errors.Join(err, f.Sync(), f.Close(), db.Close())
-	if err != nil {
-		return err
-	}
-	if entries, err = os.ReadDir(dir); err != nil { // Pebble wrote new files opening and closing
-		return err
-	}
-	for _, e := range entries {
-		if name := e.Name(); !strings.HasSuffix(name, segSuffix) && name != cursorsFile {
-			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-				return err
-			}
-		}
-	}
-	if err := syncDir(dir); err != nil {
+	if err := removeFiles(dir, func(name string) bool { return !spoolFile(name) }); err != nil {
 		return err
 	}
 	log.Info("telemetry spool moved out of Pebble into segment files", "records", n)
 	return nil
+}
+
+// spoolFile reports whether a file of the spool folder is the log's own: a
+// segment or the cursors.
+func spoolFile(name string) bool {
+	return strings.HasSuffix(name, segSuffix) || name == cursorsFile
+}
+
+// pebbleFile reports whether a file of the spool folder is one Pebble makes.
+func pebbleFile(name string) bool {
+	for _, prefix := range []string{"MANIFEST-", "OPTIONS-", "marker."} {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	for _, suffix := range []string{".sst", ".log", ".blob", ".dbtmp"} {
+		if strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return name == "LOCK" || name == "CURRENT"
+}
+
+// removeFiles removes the entries of dir that match, then syncs dir when it
+// removed any.
+func removeFiles(dir string, match func(name string) bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, e := range entries {
+		if match(e.Name()) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if !removed {
+		return nil
+	}
+	return syncDir(dir)
+}
+
+// copyPebbleToSegment copies the Pebble store in dir into a new segment 1,
+// synced, its name synced into dir, and returns how many records it holds.
+func copyPebbleToSegment(dir string, log *slog.Logger) (int, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: log.With("component", "spool")}})
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, segName(1)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		db.Close()
+		return 0, err
+	}
+	n, err := copyPebble(db, f)
+	err = errors.Join(err, f.Sync(), f.Close(), db.Close())
+	if err != nil {
+		return 0, err
+	}
+	return n, syncDir(dir)
 }
 
 func copyPebble(db *pebble.DB, f *os.File) (n int, err error) {
