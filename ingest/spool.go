@@ -397,12 +397,27 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	buf := sc.buf[:0]
 	var partsArr [8]part
 	parts := partsArr[:0]
-	add := func(lane int, idx []int32) {
+	var add func(lane int, idx []int32)
+	add = func(lane int, idx []int32) {
 		start := len(buf)
 		buf = sc.enc.append(append(buf, make([]byte, recHeaderLen)...), rows, idx)
 		n := len(rows)
 		if idx != nil {
 			n = len(idx)
+		}
+		if len(buf)-start-recHeaderLen > maxRecordPayload && n > 1 {
+			// A header holds a 32-bit length: a lane's rows of a huge group
+			// commit go in two records (or more), in order.
+			buf = buf[:start]
+			if idx == nil {
+				idx = make([]int32, n)
+				for i := range idx {
+					idx[i] = int32(i)
+				}
+			}
+			add(lane, idx[:n/2])
+			add(lane, idx[n/2:])
+			return
 		}
 		parts = append(parts, part{lane: lane, rows: n, start: start, end: len(buf),
 			crc: crc32.Checksum(buf[start+recHeaderLen:], castagnoli)})

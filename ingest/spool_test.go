@@ -953,3 +953,42 @@ func TestSpoolFromPebbleCutShort(t *testing.T) {
 		}
 	}
 }
+
+// TestSpoolSplitsLargeRecords: a lane's rows past maxRecordPayload go in more
+// records, which a restart reads back whole and in order.
+func TestSpoolSplitsLargeRecords(t *testing.T) {
+	defer func(v int) { maxRecordPayload = v }(maxRecordPayload)
+	maxRecordPayload = 300
+	dir := t.TempDir()
+	a := uuid.New()
+	open := func(sink *memSink) *Spool {
+		s, err := OpenSpool(SpoolConfig{Dir: dir, FlushInterval: time.Hour, Shards: 2}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	down := newMemSink()
+	down.setDown(true)
+	s := open(down)
+	before := s.seq
+	if err := s.Write(context.Background(), testRows(a, 0, 200)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.seq - before; n < 4 {
+		t.Fatalf("200 rows in %d records of at most %d bytes", n, maxRecordPayload)
+	}
+	s.Close(context.Background()) // the sink is down: an error, and the rows stay
+	sink := newMemSink()
+	s = open(sink)
+	defer s.Close(context.Background())
+	sink.flush(t, s)
+	if len(sink.rows) != 200 {
+		t.Fatalf("%d rows delivered, want 200", len(sink.rows))
+	}
+	for i, r := range sink.rows {
+		if r.Ts != int64(i) {
+			t.Fatalf("row %d has ts %d", i, r.Ts)
+		}
+	}
+}

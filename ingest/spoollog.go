@@ -58,6 +58,11 @@ type segment struct {
 	sealed  atomic.Bool
 }
 
+// maxRecordPayload bounds a record's payload well below the 4 GiB its header's
+// length can say; a write splits a lane's rows over more records past it. A
+// variable for tests.
+var maxRecordPayload = 1 << 30
+
 func segName(id uint64) string { return fmt.Sprintf("%016x%s", id, segSuffix) }
 
 // putHeader fills the header before payload p, which starts at b[recHeaderLen:].
