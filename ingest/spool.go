@@ -260,13 +260,15 @@ func (s *Spool) recover() error {
 
 // startSegment creates segment id and makes it the one written.
 func (s *Spool) startSegment(id uint64) error {
-	f, err := os.OpenFile(filepath.Join(s.cfg.Dir, segName(id)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	path := filepath.Join(s.cfg.Dir, segName(id))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
 	if err := syncDir(s.cfg.Dir); err != nil {
-		f.Close()
-		return err
+		// Removed, so the next rotation can create it again: left there, every
+		// later one failed on O_EXCL until a restart.
+		return errors.Join(err, f.Close(), os.Remove(path))
 	}
 	seg := &segment{id: id, f: f}
 	s.segMu.Lock()
