@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -117,6 +118,35 @@ type HTTP struct {
 	// once by this node, in all (503 past it) and per device (429); 0 means no cap.
 	LongPollMaxPerNode   int `yaml:"long_poll_max_per_node" env:"SLUICE_LONG_POLL_MAX_PER_NODE"`
 	LongPollMaxPerDevice int `yaml:"long_poll_max_per_device" env:"SLUICE_LONG_POLL_MAX_PER_DEVICE"`
+	// TrustedProxies lists the load balancers (addresses or CIDR prefixes,
+	// comma-separated) whose X-Forwarded-For names the client: the failed-login
+	// budget per address and the logs then count the client, not the proxy.
+	// Empty: the peer of the connection is the client.
+	TrustedProxies string `yaml:"trusted_proxies" env:"SLUICE_TRUSTED_PROXIES"`
+}
+
+// Proxies parses TrustedProxies.
+func (h HTTP) Proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(h.TrustedProxies, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix", f)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // SSL turns on HTTPS on the HTTP port (plain HTTP keeps working there too).
@@ -269,6 +299,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.BindPort < 0 || c.HTTP.BindPort > 65535 {
 		bad("HTTP_BIND_PORT", "must be between 0 and 65535, got %d", c.HTTP.BindPort)
+	}
+	if _, err := c.HTTP.Proxies(); err != nil {
+		bad("SLUICE_TRUSTED_PROXIES", "%v", err)
 	}
 	if c.SSL.SSLEnabled {
 		if c.SSL.PemCert == "" {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,19 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	f("SLUICE_ACTIVATION_TTL=0", "SLUICE_ACTIVATION_TTL")
 	f("SLUICE_LONG_POLL_MAX_TIMEOUT=0", "SLUICE_LONG_POLL_MAX_TIMEOUT")
 	f("SLUICE_LONG_POLL_MAX_TIMEOUT=5m", "SLUICE_LONG_POLL_MAX_TIMEOUT")
+	f("SLUICE_TRUSTED_PROXIES=10.0.0.0/8,lb.example.com", "SLUICE_TRUSTED_PROXIES")
+}
+
+func TestTrustedProxies(t *testing.T) {
+	h := HTTP{TrustedProxies: " 10.1.2.3, 192.168.0.0/16 ,::ffff:172.16.0.0/108, fd00::/8,"}
+	got, err := h.Proxies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[10.1.2.3/32 192.168.0.0/16 172.16.0.0/12 fd00::/8]"
+	if s := fmt.Sprint(got); s != want {
+		t.Fatalf("Proxies() = %s, want %s", s, want)
+	}
 }
 
 func TestUnknownFileKeyRejected(t *testing.T) {

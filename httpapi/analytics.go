@@ -108,7 +108,7 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 		header := reportCredentials(ctx)
 		p, err := s.eng.Authenticate(s.ctx, header)
 		if err != nil {
-			s.log.Debug("report authentication refused", "route", route(ctx), "client", ctx.RemoteIP().String(), "reason", err.Error())
+			s.log.Debug("report authentication refused", "route", route(ctx), "client", s.clientAddr(ctx), "reason", err.Error())
 			var ee *engine.Error
 			if errors.As(err, &ee) {
 				err = errReportToken // Trendz answers every refused token with 403

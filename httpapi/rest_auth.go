@@ -34,7 +34,7 @@ func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) f
 		p, err := s.eng.Authenticate(s.ctx, string(header))
 		if err != nil {
 			// The reason only: never the header, which holds the credential.
-			s.log.Debug("authentication refused", "route", route(ctx), "client", ctx.RemoteIP().String(), "reason", err.Error())
+			s.log.Debug("authentication refused", "route", route(ctx), "client", s.clientAddr(ctx), "reason", err.Error())
 			s.fail(ctx, err)
 			return
 		}
@@ -61,7 +61,7 @@ func (s *Server) login(ctx *fasthttp.RequestCtx) {
 	if !s.decodeBody(ctx, maxCredentialsBody, &req, func(error) { s.fail(ctx, engine.ErrAuthFailed) }) {
 		return
 	}
-	client := ctx.RemoteIP().String()
+	client := s.clientAddr(ctx)
 	access, refresh, err := s.eng.LoginFrom(s.ctx, client, req.Username, req.Password)
 	if err != nil {
 		s.log.Info("login refused", "requestId", requestID(ctx), "client", client, "reason", err.Error())

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -37,6 +38,9 @@ type Config struct {
 	// IngestStats counts telemetry requests refused before the writer (bad body,
 	// 413, 415, 429) per device; nil counts nothing. The writer counts the rest.
 	IngestStats *engine.IngestStats
+	// TrustedProxies are the load balancers whose X-Forwarded-For names the
+	// client (clientAddr).
+	TrustedProxies []netip.Prefix
 }
 
 // Server serves the HTTP APIs of one node.

@@ -44,6 +44,10 @@ type Node struct {
 
 // Start opens the back end, loads bootstrap data, and starts serving HTTP.
 func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
+	proxies, err := cfg.HTTP.Proxies()
+	if err != nil {
+		return nil, fmt.Errorf("SLUICE_TRUSTED_PROXIES: %w", err)
+	}
 	if err := os.MkdirAll(cfg.Data.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cannot create data folder %s (SLUICE_DATA_DIR): %w", cfg.Data.Dir, err)
 	}
@@ -95,6 +99,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		Tally: stats,
 	})
 	api := httpapi.New(httpapi.Config{
+		TrustedProxies:     proxies,
 		MaxBodySize:        cfg.Limits.MaxBodySize,
 		LongPollMaxTimeout: time.Duration(cfg.HTTP.LongPollMaxTimeout) * time.Millisecond,
 		ReportThreads:      cfg.Analytics.ReportThreads,
