@@ -696,16 +696,15 @@ func TestSpoolSegments(t *testing.T) {
 	s.Close(context.Background())
 }
 
-// TestSpoolFromPebble: a spool an earlier version kept in Pebble is delivered
-// by this one, in order per device, and Pebble's files are gone.
-func TestSpoolFromPebble(t *testing.T) {
-	dir := t.TempDir()
+// writePebbleSpool writes a spool as an earlier version kept it in Pebble in
+// dir: a record per write, keyed by its lane (of 2) and its sequence number.
+func writePebbleSpool(t *testing.T, dir string, writes ...[]storage.Row) {
+	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := uuid.New(), uuid.New()
-	for seq, rows := range [][]storage.Row{testRows(a, 0, 3), testRows(b, 0, 2), testRows(a, 3, 3)} {
+	for seq, rows := range writes {
 		shard := byte(binary.BigEndian.Uint64(rows[0].EntityID[8:]) % 2)
 		key := binary.BigEndian.AppendUint64([]byte{shard}, uint64(seq))
 		if err := db.Set(key, appendRecord(nil, rows), pebble.Sync); err != nil {
@@ -715,6 +714,14 @@ func TestSpoolFromPebble(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSpoolFromPebble: a spool an earlier version kept in Pebble is delivered
+// by this one, in order per device, and Pebble's files are gone.
+func TestSpoolFromPebble(t *testing.T) {
+	dir := t.TempDir()
+	a, b := uuid.New(), uuid.New()
+	writePebbleSpool(t, dir, testRows(a, 0, 3), testRows(b, 0, 2), testRows(a, 3, 3))
 	sink := newMemSink()
 	s, err := OpenSpool(SpoolConfig{Dir: dir, FlushInterval: time.Hour, Shards: 2}, sink)
 	if err != nil {
@@ -915,18 +922,8 @@ func TestSpoolInterleavedWrite(t *testing.T) {
 // Pebble's files.
 func TestSpoolFromPebbleCutShort(t *testing.T) {
 	dir := t.TempDir()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := uuid.New()
-	shard := byte(binary.BigEndian.Uint64(a[8:]) % 2)
-	if err := db.Set(binary.BigEndian.AppendUint64([]byte{shard}, 1), appendRecord(nil, testRows(a, 0, 5)), pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writePebbleSpool(t, dir, testRows(a, 0, 5))
 	// The move's steps up to the cut: the copy, then the markers, then (in
 	// name order) some of the data files.
 	if _, err := copyPebbleToSegment(dir, slog.New(slog.DiscardHandler)); err != nil {

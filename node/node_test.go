@@ -17,14 +17,7 @@ import (
 // TestStartLogsJSONEngine: the ready line says which JSON engine the node runs,
 // sonic's native path or its encoding/json fallback (issue #7: log it at start-up).
 func TestStartLogsJSONEngine(t *testing.T) {
-	cfg := config.Default()
-	cfg.HTTP.BindAddress, cfg.HTTP.BindPort = "127.0.0.1", 0
-	cfg.Data.Dir = t.TempDir()
-	var logs testenv.Buffer
-	n, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, logs := startLogged(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Shutdown(ctx); err != nil {
@@ -44,14 +37,7 @@ func TestStartLogsJSONEngine(t *testing.T) {
 // TestUnparsedRequestLogsNoSecrets: a request fasthttp cannot parse is logged
 // without its head, which holds the device token and the API key.
 func TestUnparsedRequestLogsNoSecrets(t *testing.T) {
-	cfg := config.Default()
-	cfg.HTTP.BindAddress, cfg.HTTP.BindPort = "127.0.0.1", 0
-	cfg.Data.Dir = t.TempDir()
-	var logs testenv.Buffer
-	n, err := Start(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, logs := startLogged(t)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -83,4 +69,19 @@ func TestUnparsedRequestLogsNoSecrets(t *testing.T) {
 	if strings.Contains(out, "SECRET_DEVICE_TOKEN") || strings.Contains(out, "SECRETKEY") {
 		t.Fatalf("a secret reached the log:\n%s", out)
 	}
+}
+
+// startLogged starts a node on the embedded default, on a free loopback port,
+// logging as text into the returned buffer.
+func startLogged(t *testing.T) (*Node, *testenv.Buffer) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.HTTP.BindAddress, cfg.HTTP.BindPort = "127.0.0.1", 0
+	cfg.Data.Dir = t.TempDir()
+	logs := new(testenv.Buffer)
+	n, err := Start(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, logs
 }
