@@ -118,24 +118,23 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKeyRequest
 		return nil, errAPIKeyDescBlank
 	}
 	if in.ID.ID != uuid.Nil {
-		r, err := e.apiKeyFor(ctx, p, in.ID.ID)
+		info, err := e.updateAPIKey(ctx, p, in.ID.ID, func(r *apiKeyRecord) error {
+			if in.UserID.ID != uuid.Nil && in.UserID.ID != r.UserID.ID {
+				return errAPIKeyUserChange
+			}
+			if in.ExpirationTime != r.ExpirationTime {
+				return errAPIKeyExpiryChange
+			}
+			r.Description = in.Description
+			if in.Enabled != nil {
+				r.Enabled = *in.Enabled
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		if in.UserID.ID != uuid.Nil && in.UserID.ID != r.UserID.ID {
-			return nil, errAPIKeyUserChange
-		}
-		if in.ExpirationTime != r.ExpirationTime {
-			return nil, errAPIKeyExpiryChange
-		}
-		r.Description = in.Description
-		if in.Enabled != nil {
-			r.Enabled = *in.Enabled
-		}
-		if err := e.putAPIKey(ctx, r); err != nil {
-			return nil, err
-		}
-		return &APIKey{APIKeyInfo: *e.apiKeyInfo(r)}, nil
+		return &APIKey{APIKeyInfo: *info}, nil
 	}
 	if in.ExpirationTime < 0 {
 		return nil, errAPIKeyBadExpiry
@@ -169,7 +168,7 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKeyRequest
 	return &APIKey{APIKeyInfo: *e.apiKeyInfo(r), Value: &value}, nil
 }
 
-// putAPIKey stores a key and forgets what this node cached of it.
+// putAPIKey stores a new key and forgets what this node cached of it.
 func (e *Engine) putAPIKey(ctx context.Context, r *apiKeyRecord) error {
 	err := e.putRecord(ctx, kindAPIKey, r.ID.ID, r.TenantID.ID, r, apiKeyHashKey(r.Hash))
 	if err != nil {
@@ -179,19 +178,20 @@ func (e *Engine) putAPIKey(ctx context.Context, r *apiKeyRecord) error {
 	return nil
 }
 
-// apiKeyFor loads a key whose owner p manages: unknown is 404, out of reach 403.
-func (e *Engine) apiKeyFor(ctx context.Context, p *Principal, id uuid.UUID) (*apiKeyRecord, error) {
+// apiKeyFor loads a key whose owner p manages, with its stored data:
+// unknown is 404, out of reach 403.
+func (e *Engine) apiKeyFor(ctx context.Context, p *Principal, id uuid.UUID) (*apiKeyRecord, []byte, error) {
 	if err := requireRole(p, SysAdmin, TenantAdmin, CustomerUser); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r, err := getRecord[apiKeyRecord](ctx, e, kindAPIKey, id)
+	r, data, err := loadRecord[apiKeyRecord](ctx, e, kindAPIKey, id)
 	if err != nil {
-		return nil, notFound(err)
+		return nil, nil, notFound(err)
 	}
 	if _, err := e.keyOwner(ctx, p, r.UserID.ID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return r, nil
+	return r, data, nil
 }
 
 // ListAPIKeys returns a page of the keys of a user p manages, without values.
@@ -220,30 +220,45 @@ func (e *Engine) SetAPIKeyDescription(ctx context.Context, p *Principal, id uuid
 	if strings.TrimSpace(description) == "" {
 		return nil, errAPIKeyDescBlank
 	}
-	return e.updateAPIKey(ctx, p, id, func(r *apiKeyRecord) { r.Description = description })
+	return e.updateAPIKey(ctx, p, id, func(r *apiKeyRecord) error { r.Description = description; return nil })
 }
 
 // SetAPIKeyEnabled enables or disables a key p manages; a disabled key is refused
 // at once on this node.
 func (e *Engine) SetAPIKeyEnabled(ctx context.Context, p *Principal, id uuid.UUID, enabled bool) (*APIKeyInfo, error) {
-	return e.updateAPIKey(ctx, p, id, func(r *apiKeyRecord) { r.Enabled = enabled })
+	return e.updateAPIKey(ctx, p, id, func(r *apiKeyRecord) error { r.Enabled = enabled; return nil })
 }
 
-func (e *Engine) updateAPIKey(ctx context.Context, p *Principal, id uuid.UUID, change func(*apiKeyRecord)) (*APIKeyInfo, error) {
-	r, err := e.apiKeyFor(ctx, p, id)
-	if err != nil {
-		return nil, err
+// updateAPIKey applies change to a key p manages and stores it only if no other
+// write changed or deleted the key since it was read; else it reads it again
+// (a deleted key is 404). So an update from a node that still has the key
+// cached as enabled, even one made with the key itself, cannot undo its
+// disabling, and none brings a deleted key back.
+func (e *Engine) updateAPIKey(ctx context.Context, p *Principal, id uuid.UUID, change func(*apiKeyRecord) error) (*APIKeyInfo, error) {
+	for range maxReplaceTries {
+		r, prev, err := e.apiKeyFor(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := change(r); err != nil {
+			return nil, err
+		}
+		err = e.replaceRecord(ctx, kindAPIKey, r.ID.ID, r.TenantID.ID, prev, r, apiKeyHashKey(r.Hash))
+		if errors.Is(err, storage.ErrChanged) {
+			continue
+		}
+		if err != nil {
+			return nil, notFound(err)
+		}
+		e.evictAPIKeyEverywhere(r.Hash)
+		return e.apiKeyInfo(r), nil
 	}
-	change(r)
-	if err := e.putAPIKey(ctx, r); err != nil {
-		return nil, err
-	}
-	return e.apiKeyInfo(r), nil
+	return nil, errChangedMeanwhile
 }
 
 // DeleteAPIKey deletes a key p manages; it is refused at once on this node.
 func (e *Engine) DeleteAPIKey(ctx context.Context, p *Principal, id uuid.UUID) error {
-	r, err := e.apiKeyFor(ctx, p, id)
+	r, _, err := e.apiKeyFor(ctx, p, id)
 	if err != nil {
 		return err
 	}

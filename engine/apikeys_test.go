@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
 )
 
 func TestAPIKeyLifecycle(t *testing.T) {
@@ -176,5 +178,61 @@ func TestAPIKeyPermissions(t *testing.T) {
 	// And tokens of a deleted user are refused.
 	if _, err := te.CurrentUser(ctx, cust); err == nil {
 		t.Fatal("deleted user still loads")
+	}
+}
+
+// overtakingStore runs overtake once, before the first Replace it passes on:
+// another node's write landing between an update's read and its write.
+type overtakingStore struct {
+	storage.Backend
+	overtake func()
+}
+
+func (s *overtakingStore) Replace(ctx context.Context, r storage.Record, prev []byte) error {
+	if f := s.overtake; f != nil {
+		s.overtake = nil
+		f()
+	}
+	return s.Backend.Replace(ctx, r, prev)
+}
+
+// TestAPIKeyUpdateRace: an update overtaken by a disable, say by the key's
+// holder on a node that still had it cached as enabled, keeps the key disabled;
+// one overtaken by a delete does not bring the key back.
+func TestAPIKeyUpdateRace(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	k, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: "raced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := te.store
+	store := &overtakingStore{Backend: inner}
+	te.store = store
+
+	store.overtake = func() {
+		te.store = inner
+		if _, err := te.SetAPIKeyEnabled(ctx, admin, k.ID.ID, false); err != nil {
+			t.Error(err)
+		}
+		te.store = store
+	}
+	got, err := te.SetAPIKeyDescription(ctx, admin, k.ID.ID, "renamed")
+	if err != nil || got.Enabled || got.Description != "renamed" {
+		t.Fatalf("update overtaken by a disable: %+v, %v", got, err)
+	}
+
+	store.overtake = func() {
+		te.store = inner
+		if err := te.DeleteAPIKey(ctx, admin, k.ID.ID); err != nil {
+			t.Error(err)
+		}
+		te.store = store
+	}
+	_, err = te.SetAPIKeyEnabled(ctx, admin, k.ID.ID, true)
+	wantCode(t, err, CodeItemNotFound)
+	if _, err := te.Authenticate(ctx, "ApiKey "+*k.Value); err != ErrBadCredentials {
+		t.Fatalf("the deleted key authenticates: %v", err)
 	}
 }

@@ -59,6 +59,28 @@ func (e *Engine) putRecord(ctx context.Context, kind string, id, owner uuid.UUID
 	return nil
 }
 
+// replaceRecord is putRecord on the condition that the stored record still
+// holds prev, the data it was read with (loadRecord): storage.ErrChanged when
+// another write came between, storage.ErrNotFound when it was deleted.
+func (e *Engine) replaceRecord(ctx context.Context, kind string, id, owner uuid.UUID, prev []byte, v any, unique ...string) error {
+	b, err := sonic.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("cannot encode %s %s: %w", kind, id, err)
+	}
+	r := storage.Record{Kind: kind, ID: id, Owner: owner, Data: b, Unique: unique}
+	if err := e.store.Replace(ctx, r, prev); err != nil {
+		return fmt.Errorf("cannot save %s %s: %w", kind, id, err)
+	}
+	return nil
+}
+
+// maxReplaceTries bounds the reads and replaces of one read-modify-write that
+// other writes keep overtaking.
+const maxReplaceTries = 8
+
+// errChangedMeanwhile answers a read-modify-write that kept being overtaken.
+var errChangedMeanwhile = &Error{Code: CodeVersionConflict, Msg: "The entity was changed by another request meanwhile; retry"}
+
 func (e *Engine) deleteRecord(ctx context.Context, kind string, id uuid.UUID) error {
 	if err := e.store.Delete(ctx, kind, id); err != nil {
 		return fmt.Errorf("cannot delete %s %s: %w", kind, id, err)
@@ -68,11 +90,18 @@ func (e *Engine) deleteRecord(ctx context.Context, kind string, id uuid.UUID) er
 
 // getRecord loads the record of (kind, id); a missing one is storage.ErrNotFound.
 func getRecord[T any](ctx context.Context, e *Engine, kind string, id uuid.UUID) (*T, error) {
+	v, _, err := loadRecord[T](ctx, e, kind, id)
+	return v, err
+}
+
+// loadRecord is getRecord that also returns the stored data, for replaceRecord.
+func loadRecord[T any](ctx context.Context, e *Engine, kind string, id uuid.UUID) (*T, []byte, error) {
 	r, err := e.store.Get(ctx, kind, id)
 	if err != nil {
-		return nil, fmt.Errorf("cannot load %s %s: %w", kind, id, err)
+		return nil, nil, fmt.Errorf("cannot load %s %s: %w", kind, id, err)
 	}
-	return decodeRecord[T](r)
+	v, err := decodeRecord[T](r)
+	return v, r.Data, err
 }
 
 // lookupRecord loads the record holding the unique value; a missing one is storage.ErrNotFound.

@@ -21,6 +21,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a unique index value already belongs to another record.
 	ErrConflict = errors.New("unique value already taken")
+	// ErrChanged means a Replace found the record changed since it was read.
+	ErrChanged = errors.New("changed meanwhile")
 	// ErrUnavailable means the back end cannot serve now (down, closed); retry later.
 	ErrUnavailable = errors.New("storage unavailable")
 )
@@ -171,6 +173,11 @@ type Entities interface {
 	// returns ErrConflict and changes nothing. Values the old version had and the
 	// new one lacks are released. Durable when it returns nil.
 	Put(ctx context.Context, r Record) error
+	// Replace is Put on the condition that the record exists and its Data is
+	// still prev, as read: ErrNotFound when it is gone, ErrChanged when another
+	// write came between. A read-modify-write through it neither undoes a
+	// concurrent update nor brings back a deleted record.
+	Replace(ctx context.Context, r Record, prev []byte) error
 	// Get returns the record of (kind, id), or ErrNotFound.
 	Get(ctx context.Context, kind string, id uuid.UUID) (Record, error)
 	// Lookup returns the record that holds the unique value, or ErrNotFound.

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -14,6 +15,19 @@ import (
 // Put implements storage.Entities. The record, its unique values and its owner
 // index change in one synced batch, after the unique check, under d.entities.
 func (d *DB) Put(ctx context.Context, r storage.Record) error {
+	return d.put(ctx, r, nil)
+}
+
+// Replace implements storage.Entities.
+func (d *DB) Replace(ctx context.Context, r storage.Record, prev []byte) error {
+	if prev == nil {
+		prev = []byte{} // nil means unconditional to put
+	}
+	return d.put(ctx, r, prev)
+}
+
+// put is Put, or Replace when prev is not nil.
+func (d *DB) put(ctx context.Context, r storage.Record, prev []byte) error {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
@@ -24,6 +38,14 @@ func (d *DB) Put(ctx context.Context, r storage.Record) error {
 	old, found, err := getRecord(d.pdb, r.Kind, r.ID)
 	if err != nil {
 		return err
+	}
+	if prev != nil {
+		if !found {
+			return fmt.Errorf("cannot replace %s %s: %w", r.Kind, r.ID, storage.ErrNotFound)
+		}
+		if !bytes.Equal(old.Data, prev) {
+			return fmt.Errorf("cannot replace %s %s: %w", r.Kind, r.ID, storage.ErrChanged)
+		}
 	}
 	for _, u := range r.Unique {
 		v, ok, err := get(d.pdb, uniqueKey(nil, r.Kind, u))

@@ -11,13 +11,14 @@ import (
 	"github.com/sluice-iot/sluice/storage"
 )
 
-// putScript creates or replaces a record. KEYS: record, its unique list, the
-// kind's unique index, the kind's owner set. ARGV: id, owner, data, unique
-// values. It checks every value before it changes anything, and a script runs
-// alone, so a conflict leaves everything as it was. Returns 0 on a conflict.
-var putScript = goredis.NewScript(`
+// putBody creates or replaces a record. KEYS: record, its unique list, the
+// kind's unique index, the kind's owner set. ARGV: id, owner, data, then from
+// ARGV[first] the unique values. It checks every value before it changes
+// anything, and a script runs alone, so a conflict leaves everything as it was.
+// Returns 0 on a conflict.
+const putBody = `
 local id = ARGV[1]
-for i = 4, #ARGV do
+for i = first, #ARGV do
 	local holder = redis.call('HGET', KEYS[3], ARGV[i])
 	if holder and holder ~= id then return 0 end
 end
@@ -30,13 +31,24 @@ if old then
 	redis.call('DEL', KEYS[2])
 end
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 'd', ARGV[3])
-for i = 4, #ARGV do
+for i = first, #ARGV do
 	redis.call('HSET', KEYS[3], ARGV[i], id)
 	redis.call('RPUSH', KEYS[2], ARGV[i])
 end
 redis.call('ZADD', KEYS[4], 0, ARGV[2] .. id)
 return 1
-`)
+`
+
+// putScript is putBody with the unique values from ARGV[4].
+var putScript = goredis.NewScript("local first = 4" + putBody)
+
+// replaceScript is putBody on a condition: ARGV[4] is the data the record must
+// still hold, and the unique values follow. Returns -1 when the record is gone,
+// -2 when its data changed.
+var replaceScript = goredis.NewScript(`local first = 5
+local cur = redis.call('HGET', KEYS[1], 'd')
+if not cur then return -1 end
+if cur ~= ARGV[4] then return -2 end` + putBody)
 
 // deleteScript removes a record and releases its values; same KEYS, ARGV: id.
 // Returns 0 when the record does not exist.
@@ -56,22 +68,39 @@ func (s *Store) recordKeys(kind string, id uuid.UUID) []string {
 	return []string{s.recordKey(kind, id), s.recordUniqueKey(kind, id), s.uniqueKey(kind), s.ownersKey(kind)}
 }
 
-// Put creates or replaces the record atomically (see putScript).
+// Put creates or replaces the record atomically (see putBody).
 func (s *Store) Put(ctx context.Context, r storage.Record) error {
+	return s.put(ctx, putScript, r)
+}
+
+// Replace implements storage.Entities (see replaceScript).
+func (s *Store) Replace(ctx context.Context, r storage.Record, prev []byte) error {
+	return s.put(ctx, replaceScript, r, prev)
+}
+
+func (s *Store) put(ctx context.Context, script *goredis.Script, r storage.Record, prev ...[]byte) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	args := make([]any, 0, 3+len(r.Unique))
+	args := make([]any, 0, 4+len(r.Unique))
 	args = append(args, string(r.ID[:]), string(r.Owner[:]), r.Data)
+	for _, p := range prev {
+		args = append(args, p)
+	}
 	for _, u := range r.Unique {
 		args = append(args, u)
 	}
-	ok, err := putScript.Run(ctx, s.rdb, s.recordKeys(r.Kind, r.ID), args...).Int()
+	res, err := script.Run(ctx, s.rdb, s.recordKeys(r.Kind, r.ID), args...).Int()
 	if err != nil {
 		return fail(fmt.Sprintf("put %s %s", r.Kind, r.ID), err)
 	}
-	if ok == 0 {
+	switch res {
+	case 0:
 		return fmt.Errorf("cannot put %s %s: %w", r.Kind, r.ID, storage.ErrConflict)
+	case -1:
+		return fmt.Errorf("cannot replace %s %s: %w", r.Kind, r.ID, storage.ErrNotFound)
+	case -2:
+		return fmt.Errorf("cannot replace %s %s: %w", r.Kind, r.ID, storage.ErrChanged)
 	}
 	return nil
 }

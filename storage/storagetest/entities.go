@@ -99,6 +99,42 @@ func testEntities(t *testing.T, open func(t *testing.T) storage.Backend) {
 		must(t, b.Put(t.Context(), other))
 	})
 
+	t.Run("Replace", func(t *testing.T) {
+		b := open(t)
+		r := device("rep")
+		checkErr(t, "Replace before Put", b.Replace(t.Context(), r, r.Data), storage.ErrNotFound)
+		must(t, b.Put(t.Context(), r))
+		read := r.Data
+		// A write between the read and the replace: the replace changes nothing.
+		other := r
+		other.Data = []byte("edited elsewhere")
+		must(t, b.Put(t.Context(), other))
+		next := r
+		next.Data, next.Unique = []byte("v2"), []string{"token:rep2"}
+		checkErr(t, "Replace after a change", b.Replace(t.Context(), next, read), storage.ErrChanged)
+		got, err := b.Get(t.Context(), "device", r.ID)
+		must(t, err)
+		checkRecord(t, "after a refused Replace", got, other)
+		// Against what is stored now it goes through, unique values and all.
+		must(t, b.Replace(t.Context(), next, other.Data))
+		got, err = b.Get(t.Context(), "device", r.ID)
+		must(t, err)
+		checkRecord(t, "after Replace", got, next)
+		_, err = b.Lookup(t.Context(), "device", "token:rep")
+		checkErr(t, "Lookup of a released value", err, storage.ErrNotFound)
+		// A unique value of another record is a conflict, as for Put.
+		a := device("holder")
+		must(t, b.Put(t.Context(), a))
+		taken := next
+		taken.Unique = []string{a.Unique[1]}
+		checkErr(t, "Replace conflicting", b.Replace(t.Context(), taken, next.Data), storage.ErrConflict)
+		// A deleted record is not brought back.
+		must(t, b.Delete(t.Context(), "device", r.ID))
+		checkErr(t, "Replace after Delete", b.Replace(t.Context(), next, next.Data), storage.ErrNotFound)
+		_, err = b.Get(t.Context(), "device", r.ID)
+		checkErr(t, "Get after a refused Replace", err, storage.ErrNotFound)
+	})
+
 	t.Run("Conflict", func(t *testing.T) {
 		b := open(t)
 		a := device("a")
