@@ -179,8 +179,8 @@ func (e *Engine) ClaimDevice(ctx context.Context, p *Principal, deviceName, secr
 	if !valid {
 		return &ClaimResult{Response: ClaimFailure}, nil
 	}
-	if err := e.putDeviceCustomer(ctx, d, newEntityID(EntityCustomer, p.CustomerID)); err != nil {
-		return nil, err
+	if d, err = e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, p.CustomerID)); err != nil {
+		return nil, notFound(err)
 	}
 	if _, err := e.store.DeleteAttributes(ctx, d.UUID(), storage.ServerScope, []string{claimingAllowedKey, claimingDataKey}); err != nil {
 		return nil, err
@@ -242,8 +242,8 @@ func (e *Engine) ReclaimDevice(ctx context.Context, p *Principal, deviceName str
 	if isNull(d.CustomerID.ID) {
 		return nil
 	}
-	if err := e.putDeviceCustomer(ctx, d, newEntityID(EntityCustomer, NullUUID)); err != nil {
-		return err
+	if _, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID)); err != nil {
+		return notFound(err)
 	}
 	if !e.cfg.ClaimNotByDefault {
 		return nil

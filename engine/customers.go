@@ -113,7 +113,8 @@ func (e *Engine) removeCustomer(ctx context.Context, c *Customer) error {
 	}
 	for _, d := range devices {
 		if d.CustomerID.ID == c.ID.ID {
-			if err := e.putDeviceCustomer(ctx, d, newEntityID(EntityCustomer, NullUUID)); err != nil {
+			_, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID))
+			if err != nil && !errors.Is(err, storage.ErrNotFound) { // deleted meanwhile: nothing to unassign
 				return err
 			}
 		}

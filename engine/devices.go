@@ -45,26 +45,86 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 	if err := checkLengths("name", in.Name, "type", in.Type, "label", in.Label); err != nil {
 		return nil, err
 	}
-	d := *in
-	var old *Device
-	if in.ID.ID != uuid.Nil {
-		var err error
-		if old, err = e.loadDevice(ctx, in.ID.ID); err != nil {
+	if in.ID.ID == uuid.Nil {
+		return e.createDevice(ctx, tenant, in, accessToken)
+	}
+	// An update is written only over the version it was made from: one that
+	// another write (an assignment, a claim) overtook is made again from the
+	// new version, and one whose device was deleted meanwhile is 404, not a
+	// device brought back without its credentials.
+	for range maxReplaceTries {
+		old, prev, err := loadRecord[Device](ctx, e, kindDevice, in.ID.ID)
+		if err != nil {
 			return nil, notFound(err)
 		}
 		if old.TenantID() != tenant {
 			return nil, ErrPermissionDenied
 		}
-		d.CreatedTime, d.Version = old.CreatedTime, old.Version+1
-	} else {
-		d.ID = newEntityID(EntityDevice, newID())
-		d.CreatedTime, d.Version = e.now().UnixMilli(), 1
-		if accessToken == "" {
-			accessToken = randomString(20)
-		} else if err := checkAccessToken(accessToken); err != nil {
+		d, err := e.deviceFrom(ctx, tenant, in, old)
+		if err != nil {
 			return nil, err
 		}
+		d.CreatedTime, d.Version = old.CreatedTime, old.Version+1
+		err = e.replaceRecord(ctx, kindDevice, d.ID.ID, tenant, prev, d, deviceNameKey(tenant, d.Name))
+		switch {
+		case errors.Is(err, storage.ErrChanged):
+			continue
+		case errors.Is(err, storage.ErrConflict):
+			return nil, errDeviceNameTaken
+		case err != nil:
+			return nil, notFound(err)
+		}
+		if err := e.evictDevice(ctx, d.ID.ID); err != nil {
+			return nil, err
+		}
+		return d, e.otaDeviceSaved(ctx, old, d) // OTA state follows a changed firmwareId/softwareId or profile
 	}
+	return nil, errChangedMeanwhile
+}
+
+// createDevice creates a device of tenant from in, with accessToken or a random one.
+func (e *Engine) createDevice(ctx context.Context, tenant uuid.UUID, in *Device, accessToken string) (*Device, error) {
+	if accessToken == "" {
+		accessToken = randomString(20)
+	} else if err := checkAccessToken(accessToken); err != nil {
+		return nil, err
+	}
+	d, err := e.deviceFrom(ctx, tenant, in, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.ID = newEntityID(EntityDevice, newID())
+	d.CreatedTime, d.Version = e.now().UnixMilli(), 1
+	// Refuse a taken token before anything is written; the put below still
+	// catches a race.
+	if _, err := lookupRecord[DeviceCredentials](ctx, e, kindCredentials, tokenKey(accessToken)); err == nil {
+		return nil, errTokenTaken
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
+	err = e.putRecord(ctx, kindDevice, d.ID.ID, tenant, d, deviceNameKey(tenant, d.Name))
+	if errors.Is(err, storage.ErrConflict) {
+		return nil, errDeviceNameTaken
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The device is written first so that a crash leaves a device without a token
+	// (repaired by SaveDeviceCredentials), never a token without a device.
+	if _, err := e.createCredentials(ctx, tenant, d.ID.ID, accessToken); err != nil {
+		if derr := e.deleteRecord(ctx, kindDevice, d.ID.ID); derr != nil {
+			return nil, errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	return d, e.otaDeviceSaved(ctx, nil, d)
+}
+
+// deviceFrom is the device in asks for as tenant's, over old (nil for a new
+// device): customer, profile and type, OTA packages and device data checked and
+// filled in. ID, CreatedTime and Version are the caller's.
+func (e *Engine) deviceFrom(ctx context.Context, tenant uuid.UUID, in *Device, old *Device) (*Device, error) {
+	d := *in
 	d.Tenant = newEntityID(EntityTenant, tenant)
 	if err := e.checkDeviceCustomer(ctx, tenant, &d); err != nil {
 		return nil, err
@@ -84,38 +144,7 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 	if len(d.DeviceData) == 0 || string(d.DeviceData) == "null" {
 		d.DeviceData = defaultDeviceData
 	}
-
-	if old == nil {
-		// Refuse a taken token before anything is written; the put below still
-		// catches a race.
-		if _, err := lookupRecord[DeviceCredentials](ctx, e, kindCredentials, tokenKey(accessToken)); err == nil {
-			return nil, errTokenTaken
-		} else if !errors.Is(err, storage.ErrNotFound) {
-			return nil, err
-		}
-	}
-	err = e.putRecord(ctx, kindDevice, d.ID.ID, tenant, &d, deviceNameKey(tenant, d.Name))
-	if errors.Is(err, storage.ErrConflict) {
-		return nil, errDeviceNameTaken
-	}
-	if err != nil {
-		return nil, err
-	}
-	if old != nil {
-		if err := e.evictDevice(ctx, d.ID.ID); err != nil {
-			return nil, err
-		}
-		return &d, e.otaDeviceSaved(ctx, old, &d) // OTA state follows a changed firmwareId/softwareId or profile
-	}
-	// The device is written first so that a crash leaves a device without a token
-	// (repaired by SaveDeviceCredentials), never a token without a device.
-	if _, err := e.createCredentials(ctx, tenant, d.ID.ID, accessToken); err != nil {
-		if derr := e.deleteRecord(ctx, kindDevice, d.ID.ID); derr != nil {
-			return nil, errors.Join(err, derr)
-		}
-		return nil, err
-	}
-	return &d, e.otaDeviceSaved(ctx, nil, &d)
+	return &d, nil
 }
 
 // checkDeviceCustomer normalises the customer of d and checks it is one of tenant's.
@@ -268,17 +297,31 @@ func (e *Engine) setDeviceCustomer(ctx context.Context, p *Principal, deviceID u
 	if isNull(customer.ID) && isNull(d.CustomerID.ID) {
 		return nil, errDeviceNotAssigned
 	}
-	return d, e.putDeviceCustomer(ctx, d, customer)
+	d, err = e.putDeviceCustomer(ctx, deviceID, customer)
+	return d, notFound(err)
 }
 
-// putDeviceCustomer stores d with another customer and evicts its cached token.
-func (e *Engine) putDeviceCustomer(ctx context.Context, d *Device, customer EntityID) error {
-	d.CustomerID = customer
-	d.Version++
-	if err := e.putRecord(ctx, kindDevice, d.ID.ID, d.TenantID(), d, deviceNameKey(d.TenantID(), d.Name)); err != nil {
-		return err
+// putDeviceCustomer assigns the stored device to customer, over its latest
+// version (read again when another write overtakes this one; a deleted device
+// stays deleted: storage.ErrNotFound), and evicts its cached token.
+func (e *Engine) putDeviceCustomer(ctx context.Context, id uuid.UUID, customer EntityID) (*Device, error) {
+	for range maxReplaceTries {
+		d, prev, err := loadRecord[Device](ctx, e, kindDevice, id)
+		if err != nil {
+			return nil, err
+		}
+		d.CustomerID = customer
+		d.Version++
+		err = e.replaceRecord(ctx, kindDevice, id, d.TenantID(), prev, d, deviceNameKey(d.TenantID(), d.Name))
+		if errors.Is(err, storage.ErrChanged) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return d, e.evictDevice(ctx, id)
 	}
-	return e.evictDevice(ctx, d.ID.ID)
+	return nil, errChangedMeanwhile
 }
 
 // ListCustomerDevices returns a page of the devices assigned to a customer: to a

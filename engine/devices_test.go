@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -326,5 +327,53 @@ func TestTokenChangeUnderLoad(t *testing.T) {
 		if _, err := te.DeviceByToken(ctx, next); err != nil {
 			t.Fatalf("round %d: new token %s refused: %v", i, next, err)
 		}
+	}
+}
+
+// TestDeviceUpdateRace: an assignment overtaken by another write is made again
+// over it, and one overtaken by the device's deletion is 404, not a device
+// brought back without credentials.
+func TestDeviceUpdateRace(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, admin, &Device{Name: "raced"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := te.SaveCustomer(ctx, admin, &Customer{Title: "raced customer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := te.store
+	store := &overtakingStore{Backend: inner}
+	te.store = store
+	overtake := func(f func()) {
+		store.overtake = func() { te.store = inner; f(); te.store = store }
+	}
+
+	// An assignment overtaken by a label edit keeps the label.
+	overtake(func() {
+		edit := *d
+		edit.Label = "edited"
+		if _, err := te.SaveDevice(ctx, admin, &edit, ""); err != nil {
+			t.Error(err)
+		}
+	})
+	got, err := te.AssignDevice(ctx, admin, c.ID.ID, d.ID.ID)
+	if err != nil || got.Label != "edited" || got.CustomerID.ID != c.ID.ID {
+		t.Fatalf("assignment overtaken by an edit: %+v, %v", got, err)
+	}
+
+	// An unassignment overtaken by the device's deletion is 404.
+	overtake(func() {
+		if err := te.DeleteDevice(ctx, admin, d.ID.ID); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err = te.UnassignDevice(ctx, admin, d.ID.ID)
+	wantCode(t, err, CodeItemNotFound)
+	if _, err := te.GetDevice(ctx, admin, d.ID.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the deleted device is back: %v", err)
 	}
 }
