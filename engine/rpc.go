@@ -343,12 +343,34 @@ func (e *Engine) queueRPC(ctx context.Context, r *rpcRecord) error {
 		}
 		next++ // taken by an RPC queued on another node meanwhile
 	}
-	if err := e.putRecord(ctx, kindRPCSeq, r.DeviceID, r.DeviceID, rpcSeq{Next: r.ReqID + 1}); err != nil {
+	if err := e.advanceRPCSeq(ctx, r.DeviceID, r.ReqID); err != nil {
 		// The RPC is queued; the unique index still keeps the next id from clashing.
 		e.cfg.Logger.Warn("cannot advance the RPC request id", "device", r.DeviceID, "err", err)
 	}
 	e.publishPush(ctx, rpcQueuedTopic(r.DeviceID), []byte(r.ID.String()))
 	return nil
+}
+
+// advanceRPCSeq moves the device's next request id past reqID, never back: a
+// node that took a lower id and writes last must not undo another node's
+// advance, or an id would be handed out again once its RPC is gone.
+func (e *Engine) advanceRPCSeq(ctx context.Context, device uuid.UUID, reqID int64) error {
+	for range maxReplaceTries {
+		seq, prev, err := loadRecord[rpcSeq](ctx, e, kindRPCSeq, device)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return e.putRecord(ctx, kindRPCSeq, device, device, rpcSeq{Next: reqID + 1})
+		case err != nil:
+			return err
+		case seq.Next > reqID:
+			return nil
+		}
+		err = e.replaceRecord(ctx, kindRPCSeq, device, device, prev, rpcSeq{Next: reqID + 1})
+		if !errors.Is(err, storage.ErrChanged) {
+			return err
+		}
+	}
+	return errChangedMeanwhile
 }
 
 func (e *Engine) putRPC(ctx context.Context, r *rpcRecord) error {

@@ -370,3 +370,20 @@ func TestRPCWaitCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestRPCSeqNeverBack: a node that took a lower request id and advances the
+// device's next id last leaves it where another node moved it.
+func TestRPCSeqNeverBack(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	dev := uuid.New()
+	for _, c := range []struct{ took, next int64 }{{6, 7}, {4, 7}, {9, 10}, {9, 10}} {
+		if err := te.advanceRPCSeq(ctx, dev, c.took); err != nil {
+			t.Fatal(err)
+		}
+		seq, err := getRecord[rpcSeq](ctx, te.Engine, kindRPCSeq, dev)
+		if err != nil || seq.Next != c.next {
+			t.Fatalf("after taking %d: next %+v, %v; want %d", c.took, seq, err, c.next)
+		}
+	}
+}
