@@ -504,11 +504,14 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 		}
 		// The listing may be stale: the RPC may have been delivered, answered and
 		// removed (claim last) since. Only a record still queued is ours to send.
-		cur, err := getRecord[rpcRecord](ctx, e, kindRPC, r.ID)
-		if err != nil || cur.Status != RPCQueued {
+		release := func() {
 			if derr := e.deleteRecord(ctx, kindRPCClaim, r.ClaimID); derr != nil && !errors.Is(derr, storage.ErrNotFound) {
 				e.cfg.Logger.Warn("cannot release an RPC claim", "rpc", r.ID, "err", derr)
 			}
+		}
+		cur, err := getRecord[rpcRecord](ctx, e, kindRPC, r.ID)
+		if err != nil || cur.Status != RPCQueued {
+			release()
 			if err != nil && !errors.Is(err, storage.ErrNotFound) {
 				return nil, err
 			}
@@ -521,6 +524,9 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 			r.Status = RPCSuccessful
 		}
 		if err := e.putRPC(ctx, r); err != nil {
+			// Still queued: released, a later poll can take it. Kept, no poll
+			// could until it expired, days away for a persistent RPC.
+			release()
 			return nil, err
 		}
 		if r.Oneway && !r.Persistent {
