@@ -26,7 +26,14 @@ func migratePebble(dir string, log *slog.Logger) error {
 	desc, err := pebble.Peek(dir, vfs.Default)
 	if err != nil || !desc.Exists {
 		// Not a Pebble store (Peek fails on a folder without one), or one whose
-		// move was cut short after its markers went: what is left of it goes.
+		// move was cut short after its markers began to go, which is after its
+		// copy was complete: what is left of it goes. A folder whose markers are
+		// all there but which Peek cannot read is left alone.
+		if err != nil {
+			if marked, merr := hasMarker(dir); merr != nil || marked {
+				return errors.Join(err, merr)
+			}
+		}
 		return removeFiles(dir, pebbleFile)
 	}
 	if err := removeFiles(dir, spoolFile); err != nil {
@@ -70,6 +77,20 @@ func pebbleFile(name string) bool {
 		}
 	}
 	return name == "LOCK" || name == "CURRENT"
+}
+
+// hasMarker reports whether dir holds a Pebble marker file.
+func hasMarker(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "marker.") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // removeFiles removes the entries of dir that match, then syncs dir when it
