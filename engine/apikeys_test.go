@@ -196,6 +196,17 @@ func (s *overtakingStore) Replace(ctx context.Context, r storage.Record, prev []
 	return s.Backend.Replace(ctx, r, prev)
 }
 
+// overtaker puts an overtakingStore under te and returns what arms it: f runs
+// before the next Replace, on the store beneath.
+func (te *testEngine) overtaker() func(f func()) {
+	inner := te.store
+	store := &overtakingStore{Backend: inner}
+	te.store = store
+	return func(f func()) {
+		store.overtake = func() { te.store = inner; f(); te.store = store }
+	}
+}
+
 // TestAPIKeyUpdateRace: an update overtaken by a disable, say by the key's
 // holder on a node that still had it cached as enabled, keeps the key disabled;
 // one overtaken by a delete does not bring the key back.
@@ -207,29 +218,23 @@ func TestAPIKeyUpdateRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner := te.store
-	store := &overtakingStore{Backend: inner}
-	te.store = store
+	overtake := te.overtaker()
 
-	store.overtake = func() {
-		te.store = inner
+	overtake(func() {
 		if _, err := te.SetAPIKeyEnabled(ctx, admin, k.ID.ID, false); err != nil {
 			t.Error(err)
 		}
-		te.store = store
-	}
+	})
 	got, err := te.SetAPIKeyDescription(ctx, admin, k.ID.ID, "renamed")
 	if err != nil || got.Enabled || got.Description != "renamed" {
 		t.Fatalf("update overtaken by a disable: %+v, %v", got, err)
 	}
 
-	store.overtake = func() {
-		te.store = inner
+	overtake(func() {
 		if err := te.DeleteAPIKey(ctx, admin, k.ID.ID); err != nil {
 			t.Error(err)
 		}
-		te.store = store
-	}
+	})
 	_, err = te.SetAPIKeyEnabled(ctx, admin, k.ID.ID, true)
 	wantCode(t, err, CodeItemNotFound)
 	if _, err := te.Authenticate(ctx, "ApiKey "+*k.Value); err != ErrBadCredentials {

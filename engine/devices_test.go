@@ -345,12 +345,7 @@ func TestDeviceUpdateRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner := te.store
-	store := &overtakingStore{Backend: inner}
-	te.store = store
-	overtake := func(f func()) {
-		store.overtake = func() { te.store = inner; f(); te.store = store }
-	}
+	overtake := te.overtaker()
 
 	// An assignment overtaken by a label edit keeps the label.
 	overtake(func() {
