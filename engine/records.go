@@ -48,27 +48,29 @@ func apiKeyHashKey(hash string) string       { return "keyhash:" + hash }
 // putRecord encodes v and stores it with its unique values. storage.ErrConflict
 // comes back wrapped so callers can turn it into the ThingsBoard message.
 func (e *Engine) putRecord(ctx context.Context, kind string, id, owner uuid.UUID, v any, unique ...string) error {
-	b, err := sonic.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("cannot encode %s %s: %w", kind, id, err)
-	}
-	r := storage.Record{Kind: kind, ID: id, Owner: owner, Data: b, Unique: unique}
-	if err := e.store.Put(ctx, r); err != nil {
-		return fmt.Errorf("cannot save %s %s: %w", kind, id, err)
-	}
-	return nil
+	return e.writeRecord(ctx, kind, id, owner, nil, v, unique)
 }
 
 // replaceRecord is putRecord on the condition that the stored record still
 // holds prev, the data it was read with (loadRecord): storage.ErrChanged when
 // another write came between, storage.ErrNotFound when it was deleted.
 func (e *Engine) replaceRecord(ctx context.Context, kind string, id, owner uuid.UUID, prev []byte, v any, unique ...string) error {
+	return e.writeRecord(ctx, kind, id, owner, &prev, v, unique)
+}
+
+// writeRecord encodes v and stores it: with Put, or with Replace over *prev.
+func (e *Engine) writeRecord(ctx context.Context, kind string, id, owner uuid.UUID, prev *[]byte, v any, unique []string) error {
 	b, err := sonic.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("cannot encode %s %s: %w", kind, id, err)
 	}
 	r := storage.Record{Kind: kind, ID: id, Owner: owner, Data: b, Unique: unique}
-	if err := e.store.Replace(ctx, r, prev); err != nil {
+	if prev == nil {
+		err = e.store.Put(ctx, r)
+	} else {
+		err = e.store.Replace(ctx, r, *prev)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot save %s %s: %w", kind, id, err)
 	}
 	return nil

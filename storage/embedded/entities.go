@@ -20,14 +20,11 @@ func (d *DB) Put(ctx context.Context, r storage.Record) error {
 
 // Replace implements storage.Entities.
 func (d *DB) Replace(ctx context.Context, r storage.Record, prev []byte) error {
-	if prev == nil {
-		prev = []byte{} // nil means unconditional to put
-	}
-	return d.put(ctx, r, prev)
+	return d.put(ctx, r, &prev)
 }
 
-// put is Put, or Replace when prev is not nil.
-func (d *DB) put(ctx context.Context, r storage.Record, prev []byte) error {
+// put is Put, or Replace over *prev.
+func (d *DB) put(ctx context.Context, r storage.Record, prev *[]byte) error {
 	if err := d.enter(ctx); err != nil {
 		return err
 	}
@@ -43,7 +40,7 @@ func (d *DB) put(ctx context.Context, r storage.Record, prev []byte) error {
 		if !found {
 			return fmt.Errorf("cannot replace %s %s: %w", r.Kind, r.ID, storage.ErrNotFound)
 		}
-		if !bytes.Equal(old.Data, prev) {
+		if !bytes.Equal(old.Data, *prev) {
 			return fmt.Errorf("cannot replace %s %s: %w", r.Kind, r.ID, storage.ErrChanged)
 		}
 	}

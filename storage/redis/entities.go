@@ -70,22 +70,25 @@ func (s *Store) recordKeys(kind string, id uuid.UUID) []string {
 
 // Put creates or replaces the record atomically (see putBody).
 func (s *Store) Put(ctx context.Context, r storage.Record) error {
-	return s.put(ctx, putScript, r)
+	return s.put(ctx, r, nil)
 }
 
 // Replace implements storage.Entities (see replaceScript).
 func (s *Store) Replace(ctx context.Context, r storage.Record, prev []byte) error {
-	return s.put(ctx, replaceScript, r, prev)
+	return s.put(ctx, r, &prev)
 }
 
-func (s *Store) put(ctx context.Context, script *goredis.Script, r storage.Record, prev ...[]byte) error {
+// put runs putScript, or replaceScript over *prev.
+func (s *Store) put(ctx context.Context, r storage.Record, prev *[]byte) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	script := putScript
 	args := make([]any, 0, 4+len(r.Unique))
 	args = append(args, string(r.ID[:]), string(r.Owner[:]), r.Data)
-	for _, p := range prev {
-		args = append(args, p)
+	if prev != nil {
+		script = replaceScript
+		args = append(args, *prev)
 	}
 	for _, u := range r.Unique {
 		args = append(args, u)
