@@ -39,8 +39,11 @@ type Sink interface {
 type SpoolConfig struct {
 	// Dir is the spool's folder.
 	Dir string
-	// MaxBytes caps the undelivered data; past it Write fails with ErrSpoolFull
-	// (default 1 GiB).
+	// MaxBytes caps the spool's log from each lane's oldest undelivered record
+	// on; past it Write fails with ErrSpoolFull (default 1 GiB). It bounds the
+	// disk, not only the undelivered rows: a lane that cannot deliver keeps
+	// every segment from its position on, the other lanes' delivered records
+	// included, so the folder holds at most MaxBytes and one segment more.
 	MaxBytes int64
 	// BatchRows is how many rows make the drainer deliver at once (default 100000:
 	// on ClickHouse 18.16 an insert costs 10-20 ms whatever its size, so 10,000-row
@@ -87,7 +90,8 @@ type Spool struct {
 	segMu sync.RWMutex
 	segs  []*segment // oldest first, the active one last
 
-	bytes     atomic.Int64 // undelivered record bytes, over all lanes (MaxBytes applies to it)
+	bytes     atomic.Int64 // undelivered record bytes, over all lanes
+	end       atomic.Int64 // the log's end, counted from its first segment (see segment.base)
 	lanes     []*lane
 	quit      chan struct{}
 	wg        sync.WaitGroup
@@ -107,11 +111,18 @@ type lane struct {
 	// Under deliverMu: pos is the first record the lane has not delivered (or
 	// passed over), done the sequence number below which its records are
 	// delivered (what a previous process delivered is skipped on restart), rd
-	// its read-ahead buffer. posSeg publishes pos.seg for segment removal.
+	// its read-ahead buffer. posSeg publishes pos.seg for segment removal,
+	// posAt pos in log bytes (segment.base) for Full.
 	pos    position
 	done   uint64
 	rd     reader
 	posSeg atomic.Uint64
+	posAt  atomic.Int64
+	// first is where the lane's first record after a time with nothing to
+	// deliver starts, in log bytes: an idle lane's pos is not moved past the
+	// other lanes' records before its next delivery, but none of its own lies
+	// before first. Set under Spool.wmu.
+	first atomic.Int64
 
 	// Scratch of deliverOnce, reused under deliverMu: a delivery decodes up to
 	// BatchRows rows, and allocating them anew each time (with every key name
@@ -212,12 +223,13 @@ func (s *Spool) recover() error {
 	if err != nil {
 		return err
 	}
+	var base int64
 	for _, id := range ids {
 		f, err := os.Open(filepath.Join(s.cfg.Dir, segName(id)))
 		if err != nil {
 			return err
 		}
-		seg := &segment{id: id, f: f}
+		seg := &segment{id: id, f: f, base: base}
 		s.segs = append(s.segs, seg)
 		valid, err := scanSegment(f, func(h recHeader, payload []byte) error {
 			if int(h.lane) >= len(s.lanes) {
@@ -242,6 +254,7 @@ func (s *Spool) recover() error {
 		seg.size = valid
 		seg.durable.Store(valid)
 		seg.sealed.Store(true)
+		base += valid
 	}
 	next := uint64(1)
 	if len(ids) > 0 {
@@ -252,7 +265,7 @@ func (s *Spool) recover() error {
 	}
 	first := s.segs[0].id
 	for _, l := range s.lanes {
-		l.pos = position{seg: first}
+		s.setPos(l, position{seg: first})
 		l.posSeg.Store(first)
 	}
 	return nil
@@ -271,6 +284,9 @@ func (s *Spool) startSegment(id uint64) error {
 		return errors.Join(err, f.Close(), os.Remove(path))
 	}
 	seg := &segment{id: id, f: f}
+	if last := s.lastSegment(); last != nil {
+		seg.base = last.base + last.size // the last one's size is final: under wmu, or recovered
+	}
 	s.segMu.Lock()
 	s.segs = append(s.segs, seg)
 	s.segMu.Unlock()
@@ -281,7 +297,31 @@ func (s *Spool) startSegment(id uint64) error {
 	}
 	s.active = seg
 	s.activeID.Store(id)
+	s.end.Store(seg.base)
 	return nil
+}
+
+func (s *Spool) lastSegment() *segment {
+	s.segMu.RLock()
+	defer s.segMu.RUnlock()
+	if len(s.segs) == 0 {
+		return nil
+	}
+	return s.segs[len(s.segs)-1]
+}
+
+// at returns pos in log bytes, counted from the first segment.
+func (s *Spool) at(pos position) int64 {
+	if seg := s.segmentAt(pos.seg); seg != nil {
+		return seg.base + pos.off
+	}
+	return s.end.Load() // not listed: a lane is never behind a removed segment
+}
+
+// setPos moves the lane to pos; under its deliverMu.
+func (s *Spool) setPos(l *lane, pos position) {
+	l.pos = pos
+	l.posAt.Store(s.at(pos))
 }
 
 // segmentAt returns the listed segment id, or nil.
@@ -468,13 +508,21 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	// it left, and recovery stops at a partial record anyway.
 	_, err := seg.f.WriteAt(buf, seg.size)
 	if err == nil {
-		seg.size += int64(len(buf))
 		// Counted with the append, under wmu: a lane that finds no rows under
 		// it knows none of its records lies ahead (lane.skip).
 		s.bytes.Add(size)
 		for _, pt := range parts {
-			s.lanes[pt.lane].rows.Add(int64(pt.rows))
+			l := s.lanes[pt.lane]
+			if l.rows.Load() == 0 {
+				// Stored before the rows, so that Full never sees them with
+				// an earlier first (it may see a later one with rows about to
+				// be delivered: for a moment, a full spool that is not).
+				l.first.Store(seg.base + seg.size + int64(pt.start))
+			}
+			l.rows.Add(int64(pt.rows))
 		}
+		seg.size += int64(len(buf))
+		s.end.Store(seg.base + seg.size)
 	}
 	end := seg.size
 	s.wmu.Unlock()
@@ -556,9 +604,21 @@ func (s *Spool) sync(seg *segment, end int64) error {
 	return nil
 }
 
-// Full reports whether the undelivered data has reached MaxBytes, so that Write
-// would fail with ErrSpoolFull.
-func (s *Spool) Full() bool { return s.bytes.Load() >= s.cfg.MaxBytes }
+// Full reports whether the log from some lane's oldest undelivered record on
+// has reached MaxBytes, so that Write would fail with ErrSpoolFull. Lanes with
+// nothing to deliver keep nothing.
+func (s *Spool) Full() bool {
+	if s.bytes.Load() >= s.cfg.MaxBytes {
+		return true
+	}
+	end := s.end.Load()
+	for _, l := range s.lanes {
+		if l.rows.Load() > 0 && end-max(l.posAt.Load(), l.first.Load()) >= s.cfg.MaxBytes {
+			return true
+		}
+	}
+	return false
+}
 
 // split groups rows by lane, keeping their order: byLane[k] lists the indexes of
 // lane k's rows (indexes, not copies: a commit of many devices' rows spans
@@ -648,7 +708,7 @@ func (s *Spool) skip(l *lane) {
 	l.deliverMu.Lock()
 	s.wmu.Lock()
 	if l.rows.Load() == 0 && !s.closed {
-		l.pos = position{seg: s.active.id, off: s.active.size}
+		s.setPos(l, position{seg: s.active.id, off: s.active.size})
 	}
 	s.wmu.Unlock()
 	l.posSeg.Store(l.pos.seg)
@@ -739,7 +799,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		pos = next
 	}
 	if len(seqs) == 0 {
-		l.pos = pos
+		s.setPos(l, pos)
 		l.posSeg.Store(pos.seg)
 		return 0, held, nil
 	}
@@ -753,7 +813,8 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		s.cfg.Tally.Stored(rows)
 	}
 	l.failed = false
-	l.pos, l.done = pos, seqs[len(seqs)-1]+1
+	s.setPos(l, pos)
+	l.done = seqs[len(seqs)-1] + 1
 	if err := s.done.store(l.shard, l.done); err != nil {
 		s.log.Warn("telemetry spool: cannot record a delivery; a restart repeats it", "err", err)
 	}

@@ -989,3 +989,119 @@ func TestSpoolSplitsLargeRecords(t *testing.T) {
 		}
 	}
 }
+
+// refusingSink refuses every delivery holding a row of one device, as
+// ClickHouse would a batch it can never take, and delivers the rest.
+type refusingSink struct {
+	*memSink
+	refuse uuid.UUID
+}
+
+func (r *refusingSink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) error {
+	r.mu.Lock()
+	refuse := r.refuse
+	r.mu.Unlock()
+	for _, row := range rows {
+		if row.EntityID == refuse {
+			return errors.New("refused")
+		}
+	}
+	return r.memSink.WriteHistory(ctx, rows, mayRepeat)
+}
+
+// deviceOnLane returns a new device id that s maps to lane k.
+func deviceOnLane(s *Spool, k int) uuid.UUID {
+	for {
+		if id := uuid.New(); s.shardOf(id) == k {
+			return id
+		}
+	}
+}
+
+// TestSpoolMaxBytesBoundsDisk: a lane that cannot deliver keeps the log from its
+// position on, other lanes' delivered records included, so MaxBytes counts
+// those too: the folder stays within it and a segment more, and writes get
+// ErrSpoolFull instead of filling the disk while only a few rows wait.
+func TestSpoolMaxBytesBoundsDisk(t *testing.T) {
+	defer func(v int64) { segmentBytes = v }(segmentBytes)
+	segmentBytes = 4 << 10
+	const maxBytes = 32 << 10
+	dir := t.TempDir()
+	sink := &refusingSink{memSink: newMemSink()}
+	s, err := OpenSpool(SpoolConfig{Dir: dir, Shards: 2, MaxBytes: maxBytes, FlushInterval: time.Millisecond}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	stuck, flowing := deviceOnLane(s, 0), deviceOnLane(s, 1)
+	sink.refuse = stuck
+	if err := s.Write(context.Background(), testRows(stuck, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for {
+		err := s.Write(context.Background(), testRows(flowing, written, 10))
+		if errors.Is(err, ErrSpoolFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		written += 10
+		if written > 100000 {
+			t.Fatal("the spool never filled while one lane kept every segment")
+		}
+		// The flowing lane keeps up, so its rows never count for much.
+		sink.waitRows(t, written)
+	}
+	if rows, bytes := s.Depth(); rows != 1 || bytes >= maxBytes {
+		t.Fatalf("depth %d rows, %d bytes: only the stuck row should wait", rows, bytes)
+	}
+	var disk int64
+	for _, id := range segments(t, dir) {
+		st, err := os.Stat(filepath.Join(dir, segName(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		disk += st.Size()
+	}
+	if disk > maxBytes+segmentBytes {
+		t.Fatalf("the log holds %d bytes, more than MaxBytes %d and one segment", disk, maxBytes)
+	}
+
+	// Once the stuck lane delivers, space is free again.
+	sink.mu.Lock()
+	sink.refuse = uuid.Nil
+	sink.mu.Unlock()
+	waitDrained(t, s)
+	if err := s.Write(context.Background(), testRows(flowing, written, 10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpoolIdleLaneNotFull: a lane that had nothing to deliver while the log
+// grew, and then gets a row, does not count the other lanes' records before it.
+func TestSpoolIdleLaneNotFull(t *testing.T) {
+	const maxBytes = 8 << 10
+	sink := newMemSink()
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), Shards: 2, MaxBytes: maxBytes, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	idle, busy := deviceOnLane(s, 0), deviceOnLane(s, 1)
+	for i := 0; i < 4*maxBytes/100; i++ {
+		if err := s.Write(context.Background(), testRows(busy, i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Write(context.Background(), testRows(idle, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Full() {
+		t.Fatal("full with one row waiting")
+	}
+}

@@ -50,6 +50,10 @@ type segment struct {
 	id   uint64
 	f    *os.File
 	size int64 // bytes written; guarded by Spool.wmu for the segment being written
+	// base is where the segment starts in the log's bytes: the sizes of the
+	// segments before it since the process started (Spool.Full measures what a
+	// lane keeps with it).
+	base int64
 
 	// durable is how many bytes a sync has covered: readers read below it.
 	// sealed is set, after durable's final value, when nothing more will be
