@@ -54,6 +54,9 @@ type SpoolConfig struct {
 	FlushInterval time.Duration
 	// Shards is the number of parallel deliveries (default 4, at most 256). A
 	// device always maps to the same shard, so its writes reach the sink in order.
+	// A spool that holds undelivered records keeps the count they were written
+	// with (a device's new rows must queue behind its old ones); a new count
+	// applies at a start that finds the spool delivered.
 	Shards int
 	// Logger receives delivery errors; nil discards.
 	Logger *slog.Logger
@@ -193,9 +196,6 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 		return nil, fmt.Errorf("cannot move the telemetry spool in %s out of Pebble: %w", cfg.Dir, err)
 	}
 	s := &Spool{cfg: cfg, sink: sink, log: log, quit: make(chan struct{})}
-	for i := range cfg.Shards {
-		s.lanes = append(s.lanes, &lane{shard: byte(i), wake: make(chan struct{}, 1), pending: map[uint64]*verdict{}})
-	}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, fmt.Errorf("cannot open the telemetry spool in %s: %w", cfg.Dir, err)
@@ -208,17 +208,21 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 }
 
 // recover reads what a previous process left: every segment up to its torn tail,
-// if any, counting the records the lanes have not delivered; then it starts a
-// new segment for this process's writes.
+// if any, counting the records the lanes have not delivered; then it makes the
+// lanes and starts a new segment for this process's writes.
 func (s *Spool) recover() error {
 	var err error
 	if s.done, err = openCursors(s.cfg.Dir); err != nil {
 		return err
 	}
-	for _, l := range s.lanes {
-		l.done = s.done.load(l.shard)
-		s.seq = max(s.seq, l.done) // a sequence number is never used twice, even after the log emptied
+	// By lane number as the records have it, whatever the count configured now.
+	var done [256]uint64
+	var rows [256]int64
+	for k := range done {
+		done[k] = s.done.load(byte(k))
+		s.seq = max(s.seq, done[k]) // a sequence number is never used twice, even after the log emptied
 	}
+	lanes := 0 // the highest lane number with undelivered records, plus one
 	ids, err := listSegments(s.cfg.Dir)
 	if err != nil {
 		return err
@@ -232,19 +236,16 @@ func (s *Spool) recover() error {
 		seg := &segment{id: id, f: f, base: base}
 		s.segs = append(s.segs, seg)
 		valid, err := scanSegment(f, func(h recHeader, payload []byte) error {
-			if int(h.lane) >= len(s.lanes) {
-				return fmt.Errorf("it was written with more than %d shards; start with the earlier shard count to drain it", len(s.lanes))
-			}
 			s.seq = max(s.seq, h.seq+1)
-			l := s.lanes[h.lane]
-			if h.seq < l.done {
+			if h.seq < done[h.lane] {
 				return nil
 			}
 			n, err := recordRows(payload)
 			if err != nil {
 				return fmt.Errorf("segment %s: %w", segName(id), err)
 			}
-			l.rows.Add(int64(n))
+			rows[h.lane] += int64(n)
+			lanes = max(lanes, int(h.lane)+1)
 			s.bytes.Add(int64(len(payload)))
 			return nil
 		})
@@ -255,6 +256,15 @@ func (s *Spool) recover() error {
 		seg.durable.Store(valid)
 		seg.sealed.Store(true)
 		base += valid
+	}
+	shards, err := s.shardCount(lanes)
+	if err != nil {
+		return err
+	}
+	for k := range shards {
+		l := &lane{shard: byte(k), done: done[k], wake: make(chan struct{}, 1), pending: map[uint64]*verdict{}}
+		l.rows.Store(rows[k])
+		s.lanes = append(s.lanes, l)
 	}
 	next := uint64(1)
 	if len(ids) > 0 {
@@ -269,6 +279,34 @@ func (s *Spool) recover() error {
 		l.posSeg.Store(first)
 	}
 	return nil
+}
+
+// shardCount returns the number of lanes: the one configured, unless records
+// are left undelivered in lanes numbered below lanes (0: none) and the folder
+// says they were written with another count. Rows of one device written with
+// two counts could go to two lanes, delivered side by side, and two writes of
+// one point reach the sink in the wrong order.
+func (s *Spool) shardCount(lanes int) (int, error) {
+	recorded, err := readShards(s.cfg.Dir)
+	if err != nil {
+		return 0, err
+	}
+	n := s.cfg.Shards
+	if lanes > 0 && recorded > 0 && recorded != n {
+		s.log.Warn("telemetry spool: keeping the shard count its undelivered records were written with; the configured one applies at a start that finds them delivered",
+			"shards", recorded, "configured", n)
+		n = recorded
+	}
+	if lanes > n {
+		// Left by a version that did not record its count.
+		return 0, fmt.Errorf("it was written with more than %d shards; start with the earlier shard count to drain it", n)
+	}
+	if n != recorded {
+		if err := writeShards(s.cfg.Dir, n); err != nil {
+			return 0, fmt.Errorf("cannot record the shard count: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // startSegment creates segment id and makes it the one written.

@@ -740,7 +740,7 @@ func TestSpoolFromPebble(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), segSuffix) && e.Name() != cursorsFile {
+		if !spoolFile(e.Name()) {
 			t.Errorf("left in the spool folder: %s", e.Name())
 		}
 	}
@@ -1103,5 +1103,73 @@ func TestSpoolIdleLaneNotFull(t *testing.T) {
 	}
 	if s.Full() {
 		t.Fatal("full with one row waiting")
+	}
+}
+
+// TestSpoolKeepsShardCount: a spool restarted with another SLUICE_SPOOL_SHARDS
+// while it holds undelivered records keeps the count they were written with, so a
+// device's new rows queue behind its old ones in one lane, fewer shards included
+// (which used to refuse to start); the new count applies at a start that finds
+// the spool delivered.
+func TestSpoolKeepsShardCount(t *testing.T) {
+	dir := t.TempDir()
+	sink := newMemSink()
+	sink.setDown(true)
+	open := func(shards int) *Spool {
+		t.Helper()
+		s, err := OpenSpool(SpoolConfig{Dir: dir, Shards: shards, FlushInterval: time.Millisecond}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(4)
+	devices := make([]uuid.UUID, 16)
+	for i := range devices {
+		devices[i] = uuid.New()
+		if err := s.Write(context.Background(), testRows(devices[i], 0, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeNow := func(s *Spool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		s.Close(ctx)
+	}
+	closeNow(s)
+
+	for _, shards := range []int{8, 1} {
+		s = open(shards)
+		if len(s.lanes) != 4 {
+			t.Fatalf("opened with %d shards over a backlog written with 4: %d lanes", shards, len(s.lanes))
+		}
+		closeNow(s)
+	}
+
+	s = open(2)
+	sink.setDown(false)
+	for _, d := range devices {
+		if err := s.Write(context.Background(), testRows(d, 5, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink.waitRows(t, 10*len(devices))
+	waitDrained(t, s)
+	sink.mu.Lock()
+	last := map[uuid.UUID]int64{}
+	for _, r := range sink.rows {
+		if prev, ok := last[r.EntityID]; ok && r.Ts != prev+1 {
+			sink.mu.Unlock()
+			t.Fatalf("device %s: ts %d delivered after %d", r.EntityID, r.Ts, prev)
+		}
+		last[r.EntityID] = r.Ts
+	}
+	sink.mu.Unlock()
+	s.Close(context.Background())
+
+	s = open(2) // delivered: the configured count applies
+	defer s.Close(context.Background())
+	if len(s.lanes) != 2 {
+		t.Fatalf("an empty spool opened with %d lanes, want 2", len(s.lanes))
 	}
 }

@@ -36,6 +36,9 @@ const (
 	segSuffix    = ".seg"
 	// cursorsFile holds each lane's delivered position (see lane.done).
 	cursorsFile = "delivered"
+	// shardsFile holds the number of lanes the records are written for, in
+	// decimal (Spool.shardCount).
+	shardsFile = "shards"
 )
 
 // segmentBytes is where a segment ends and the next starts: about a second of a
@@ -162,6 +165,43 @@ func scanSegment(f *os.File, fn func(h recHeader, payload []byte) error) (int64,
 		}
 		off += recHeaderLen + int64(h.n)
 	}
+}
+
+// readShards returns the lane count recorded in dir, or 0 if none is.
+func readShards(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, shardsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 1 || n > 256 {
+		return 0, fmt.Errorf("%s holds %q, not a shard count", shardsFile, b)
+	}
+	return n, nil
+}
+
+// writeShards records the lane count in dir durably, before any record is
+// written for it: written aside, synced and renamed over the old one.
+func writeShards(dir string, n int) error {
+	tmp := filepath.Join(dir, shardsFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(n) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, shardsFile)); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // syncDir makes a file created or removed in dir survive a power cut.

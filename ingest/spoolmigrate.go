@@ -59,9 +59,9 @@ func migratePebble(dir string, log *slog.Logger) error {
 }
 
 // spoolFile reports whether a file of the spool folder is the log's own: a
-// segment or the cursors.
+// segment, the cursors or the shard count.
 func spoolFile(name string) bool {
-	return strings.HasSuffix(name, segSuffix) || name == cursorsFile
+	return strings.HasSuffix(name, segSuffix) || name == cursorsFile || strings.HasPrefix(name, shardsFile)
 }
 
 // pebbleFile reports whether a file of the spool folder is one Pebble makes.
