@@ -219,6 +219,9 @@ type tenantLimits struct {
 	tenantMsg, tenantTelemetry, tenantPoints *rateLimit
 	deviceMsg, deviceTelemetry, devicePoints *rateLimit
 	tenantREST, customerREST                 *rateLimit
+	// rpcTTL is rpcTtlDays: persistent RPCs created longer ago are deleted
+	// (ThingsBoard's RpcCleanUpService); 0 keeps them.
+	rpcTTL time.Duration
 }
 
 // noLimits is the limits of a tenant whose profile sets none (the default).

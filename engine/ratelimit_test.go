@@ -188,6 +188,11 @@ func TestTenantProfileValidation(t *testing.T) {
 	f(`{"tenantServerRestLimitsConfiguration":"x:1"}`, CodeBadRequestParams)
 	f(`{"transportDeviceMsgRateLimit":10}`, CodeBadRequestParams)
 	f(`[1]`, CodeBadRequestParams)
+	f(`{"rpcTtlDays":30}`, 0)
+	f(`{"rpcTtlDays":0}`, 0)
+	f(`{"rpcTtlDays":9223372036854775807}`, 0) // capped, not overflowed
+	f(`{"rpcTtlDays":-1}`, CodeBadRequestParams)
+	f(`{"rpcTtlDays":1.5}`, CodeBadRequestParams)
 
 	_, err := te.SaveTenantProfile(ctx, te.tenantAdmin(t), &TenantProfile{Name: "x"})
 	wantCode(t, err, CodePermissionDenied)

@@ -483,6 +483,7 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
+	all = e.pruneRPCs(ctx, all)
 	slices.SortFunc(all, func(a, b *rpcRecord) int { return cmp.Compare(a.ReqID, b.ReqID) })
 	now := e.now().UnixMilli()
 	for _, r := range all {
@@ -623,6 +624,9 @@ func (e *Engine) GetPersistentRPC(ctx context.Context, p *Principal, id uuid.UUI
 	if err != nil {
 		return nil, err
 	}
+	if len(e.pruneRPCs(ctx, []*rpcRecord{r})) == 0 {
+		return nil, ErrNotFound
+	}
 	return r.view(e.now().UnixMilli()), nil
 }
 
@@ -661,6 +665,7 @@ func (e *Engine) ListPersistentRPCs(ctx context.Context, p *Principal, deviceID 
 	if err != nil {
 		return PageData[*RPC]{}, err
 	}
+	all = e.pruneRPCs(ctx, all)
 	now := e.now().UnixMilli()
 	views := make([]*RPC, 0, len(all))
 	for _, r := range all {
@@ -669,6 +674,34 @@ func (e *Engine) ListPersistentRPCs(ctx context.Context, p *Principal, deviceID 
 		}
 	}
 	return makePage(views, pl, rpcPages)
+}
+
+// pruneRPCs deletes the persistent RPCs among all (one device's) created longer
+// ago than their tenant's rpcTtlDays, whatever their status, as ThingsBoard's
+// clean-up does, and returns the others. There is no sweep: they go when their
+// device's RPCs are next read (a poll, the REST list or get), so a device's
+// polls list at most that many days of them.
+func (e *Engine) pruneRPCs(ctx context.Context, all []*rpcRecord) []*rpcRecord {
+	if len(all) == 0 {
+		return all
+	}
+	clock := e.now()
+	l, err := e.tenantLimits(ctx, all[0].TenantID, clock)
+	if err != nil || l.rpcTTL == 0 {
+		return all // kept: pruning is housekeeping, the read goes on
+	}
+	before := clock.Add(-l.rpcTTL).UnixMilli()
+	kept := all[:0]
+	for _, r := range all {
+		if !r.Persistent || r.CreatedTime >= before {
+			kept = append(kept, r)
+			continue
+		}
+		if err := e.deleteRPC(ctx, r); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			e.cfg.Logger.Warn("cannot remove an RPC past rpcTtlDays", "rpc", r.ID, "err", err)
+		}
+	}
+	return kept
 }
 
 // removeDeviceRPCs deletes every RPC of a deleted device with its claims and

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-iot/sluice/notify"
+	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
@@ -385,5 +387,62 @@ func TestRPCSeqNeverBack(t *testing.T) {
 		if err != nil || seq.Next != c.next {
 			t.Fatalf("after taking %d: next %+v, %v; want %d", c.took, seq, err, c.next)
 		}
+	}
+}
+
+// TestPersistentRPCTTL: with rpcTtlDays in the tenant's profile, persistent RPCs
+// created longer ago go, whatever their status, when the device's RPCs are next
+// read (ThingsBoard's RpcCleanUpService counts from createdTime too); younger
+// ones and those of a profile without it stay.
+func TestPersistentRPCTTL(t *testing.T) {
+	te := newTestEngine(t)
+	clock := te.fakeClock()
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	send := func(req *RPCRequest) uuid.UUID {
+		t.Helper()
+		res, err := te.CallRPC(ctx, admin, dev, true, req)
+		if err != nil || res.Outcome != RPCPersisted {
+			t.Fatalf("persistent call: %+v %v", res, err)
+		}
+		return res.ID
+	}
+	count := func() int {
+		t.Helper()
+		page, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.TotalElements
+	}
+	far := persistentReq("late", "")
+	exp := clock.now().Add(30 * 24 * time.Hour).UnixMilli()
+	far.ExpirationTime = &exp
+	delivered, queued := send(persistentReq("m", "")), send(far)
+	te.pollRPC(t, dev)
+	clock.advance(3 * 24 * time.Hour)
+	young := send(persistentReq("young", ""))
+	if n := count(); n != 3 {
+		t.Fatalf("no rpcTtlDays: %d RPCs listed, want all 3", n)
+	}
+
+	limitedTenant(t, te, `{"rpcTtlDays":2}`)
+	if _, err := te.GetPersistentRPC(ctx, admin, delivered); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an RPC 3 days old with rpcTtlDays 2: %v", err)
+	}
+	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); !ok || !strings.Contains(string(body), "young") {
+		t.Fatalf("poll: %s %v, want the young RPC (the old queued one is gone)", body, ok)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d RPCs listed, want the young one", n)
+	}
+	for _, id := range []uuid.UUID{delivered, queued} {
+		if _, err := te.store.Get(ctx, kindRPC, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("RPC %s past rpcTtlDays still stored: %v", id, err)
+		}
+	}
+	if _, err := te.GetPersistentRPC(ctx, admin, young); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 
 // Tenant profiles hold the rate limits of their tenants, in ThingsBoard's shape:
 // profileData.configuration with the DefaultTenantProfileConfiguration fields
-// (compat §9). Sluice reads the limit fields below and keeps the rest of the
-// configuration verbatim. Every tenant has a profile; one profile is the default,
+// (compat §9). Sluice reads the limit fields below and rpcTtlDays, and keeps the
+// rest of the configuration verbatim. Every tenant has a profile; one profile is the default,
 // created on first use with every limit null (unlimited).
 
 // EntityTenantProfile is the entity type of tenant profile ids.
@@ -78,7 +78,11 @@ type limitFields struct {
 	TransportDeviceTelemetryDataPointsRateLimit string `json:"transportDeviceTelemetryDataPointsRateLimit"`
 	TenantServerRestLimitsConfiguration         string `json:"tenantServerRestLimitsConfiguration"`
 	CustomerServerRestLimitsConfiguration       string `json:"customerServerRestLimitsConfiguration"`
+	RPCTTLDays                                  int64  `json:"rpcTtlDays"`
 }
+
+// maxTTLDays caps a retention in days, so that it fits a time.Duration.
+const maxTTLDays = 100 * 365
 
 // defaultTenantConfiguration is the configuration of a new profile: every limit null.
 var defaultTenantConfiguration = json.RawMessage(`{"type":"DEFAULT",` +
@@ -122,6 +126,10 @@ func parseLimits(conf json.RawMessage) (*tenantLimits, error) {
 		}
 		*x.dst = rl
 	}
+	if f.RPCTTLDays < 0 {
+		return nil, Errorf(CodeBadRequestParams, "Invalid rpcTtlDays: %d (want 0, keep, or a number of days)", f.RPCTTLDays)
+	}
+	l.rpcTTL = time.Duration(min(f.RPCTTLDays, maxTTLDays)) * 24 * time.Hour
 	if l.none() {
 		return noLimits, nil
 	}
