@@ -98,6 +98,8 @@ type Engine struct {
 	rules ruleState
 	// limits holds tenant rate limits, their buckets and per-device poll counts (see ratelimit.go).
 	limits limitState
+	// sweeps deletes deleted devices' data once more, after stragglers (see sweep.go).
+	sweeps sweeper
 }
 
 // New returns an engine over store.

@@ -25,6 +25,7 @@ func newTestEngine(t testing.TB) *testEngine {
 	}
 	t.Cleanup(func() { db.Close() })
 	e := New(db, Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost})
+	t.Cleanup(func() { e.Close(context.Background()) }) // before the store's
 	res, err := e.Bootstrap(context.Background(), true, "")
 	if err != nil {
 		t.Fatal(err)

@@ -185,6 +185,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.api.Close()
 	err := n.srv.ShutdownWithContext(ctx)
 	n.ingest.Close()
+	n.eng.Close(ctx)
 	err = errors.Join(err, n.closeIngestStats())
 	return errors.Join(err, n.closeStore())
 }
