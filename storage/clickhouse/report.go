@@ -212,6 +212,11 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFina
 			unionAll + final(" AND NOT "+inClean+" AND "+mayCopy)
 	}
 	p := partials(q.Aggs)
+	// report_devices has one row per device, so ALL joins each group to its
+	// device once. Not ANY: on 18.16 it means the same, but since 20.x (with
+	// any_join_distinct_right_table_keys off, the default) an ANY INNER JOIN
+	// takes each right row once, which would keep one group per device.
+	//
 	// The groups are keyed by the key's place in the report's list (ki), not the
 	// key itself: hashing a number instead of a string is a quarter of the time
 	// of a report over 10 million points.
@@ -227,7 +232,7 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFina
 				)
 			)
 			GROUP BY entity_id, ki, bucket
-		) ANY INNER JOIN report_devices USING entity_id
+		) ALL INNER JOIN report_devices USING entity_id
 		GROUP BY grp, ki, bucket`
 	if qctx, err = tables(); err != nil {
 		return nil, false, err
