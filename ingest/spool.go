@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/version"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -26,13 +27,15 @@ var ErrSpoolFull = errors.New("telemetry spool is full: the history store is not
 
 // Sink receives spooled rows: the history store (ClickHouse). WriteHistory must
 // be idempotent for identical rows, because a crash between a delivery and the
-// spool forgetting it replays the delivery, and must not keep rows or mayRepeat
-// after it returns: the spool reuses them for the next delivery. mayRepeat[i]
+// spool forgetting it replays the delivery, and must not keep rows, mayRepeat or
+// vers after it returns: the spool reuses them for the next delivery. mayRepeat[i]
 // tells whether rows[i] may repeat a point the sink already has (the same entity,
 // key and ts): the writer did not say otherwise (Spool.Resolve), or the delivery
-// is a retry; nil means every row may.
+// is a retry; nil means every row may. vers[i] is rows[i]'s version
+// (internal/version), taken when the spool took the row, so a replay carries the
+// same; 0 for rows of records written before versions were (the sink takes one).
 type Sink interface {
-	WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) error
+	WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error
 }
 
 // SpoolConfig sizes the spool. Zero fields take the defaults.
@@ -133,6 +136,7 @@ type lane struct {
 	// cycles the ClickHouse cells' tail latency (bench/RESULTS.md).
 	scratch []storage.Row
 	repeat  []bool
+	vers    []uint64
 	seqs    []uint64
 	dec     recordReader
 	// failed is set when a delivery fails: the next one may repeat rows the
@@ -480,11 +484,12 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	var add func(lane int, idx []int32)
 	add = func(lane int, idx []int32) {
 		start := len(buf)
-		buf = sc.enc.append(append(buf, make([]byte, recHeaderLen)...), rows, idx)
 		n := len(rows)
 		if idx != nil {
 			n = len(idx)
 		}
+		// The rows' versions: they were acknowledged no earlier than now.
+		buf = sc.enc.append(append(buf, make([]byte, recHeaderLen)...), rows, idx, version.Reserve(n))
 		if len(buf)-start-recHeaderLen > maxRecordPayload && n > 1 {
 			// A header holds a 32-bit length: a lane's rows of a huge group
 			// commit go in two records (or more), in order.
@@ -784,7 +789,7 @@ func (s *Spool) removeSegments() {
 func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	l.deliverMu.Lock()
 	defer l.deliverMu.Unlock()
-	rows, repeat, seqs := l.scratch[:0], l.repeat[:0], l.seqs[:0]
+	rows, repeat, vers, seqs := l.scratch[:0], l.repeat[:0], l.vers[:0], l.seqs[:0]
 	if need := int(min(l.rows.Load(), int64(s.cfg.BatchRows))); cap(rows) < need {
 		// One allocation of the size this delivery will reach, not a cascade of
 		// appends growing to it.
@@ -792,7 +797,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	}
 	defer func() {
 		clear(rows) // value strings are the delivery's own; key names stay in l.dec
-		l.scratch, l.repeat, l.seqs = rows[:0], repeat[:0], seqs[:0]
+		l.scratch, l.repeat, l.vers, l.seqs = rows[:0], repeat[:0], vers[:0], seqs[:0]
 	}()
 	pos := l.pos
 	var bytes int64
@@ -821,8 +826,16 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 			break
 		}
 		from := len(rows)
-		if rows, err = decodeRecord(rows, payload, &l.dec); err != nil {
+		var ver uint64
+		if rows, ver, err = decodeVersioned(rows, payload, &l.dec); err != nil {
 			return 0, held, fmt.Errorf("telemetry spool record %d: %w", h.seq, err)
+		}
+		for i := range len(rows) - from {
+			if ver == 0 {
+				vers = append(vers, 0) // an earlier version's record: the sink takes one
+			} else {
+				vers = append(vers, ver+uint64(i))
+			}
 		}
 		// A row may repeat one the sink has unless its writer's verdict says it
 		// is new (a record without one: Write's, a previous process's, which may
@@ -841,7 +854,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		l.posSeg.Store(pos.seg)
 		return 0, held, nil
 	}
-	if err := s.sink.WriteHistory(context.Background(), rows, repeat); err != nil {
+	if err := s.sink.WriteHistory(context.Background(), rows, repeat, vers); err != nil {
 		spoolDeliverError.Inc()
 		l.failed = true
 		return 0, held, err
@@ -868,6 +881,36 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		s.removeSegments()
 	}
 	return len(rows), held, nil
+}
+
+// FlushEntity delivers what the spool took for the entity's lane before the
+// call, or returns the sink's error: a delete that rewrites latest values from
+// history must see the points this node acknowledged. Rows the lane takes
+// meanwhile need not be delivered, so a busy lane does not hold it up for long.
+func (s *Spool) FlushEntity(ctx context.Context, id uuid.UUID) error {
+	l := s.lanes[s.shardOf(id)]
+	s.wmu.Lock()
+	target := s.seq // every record taken so far has a lower sequence number
+	s.wmu.Unlock()
+	for l.rows.Load() > 0 {
+		l.deliverMu.Lock()
+		done := l.done >= target
+		l.deliverMu.Unlock()
+		if done {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, _, err := s.deliverOnce(l, true)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond) // rows appended whose sync has not finished yet
+		}
+	}
+	return nil
 }
 
 // Flush delivers everything spooled so far, or returns the sink's error. A

@@ -14,7 +14,7 @@ import (
 
 type discardSink struct{}
 
-func (discardSink) WriteHistory(context.Context, []storage.Row, []bool) error { return nil }
+func (discardSink) WriteHistory(context.Context, []storage.Row, []bool, []uint64) error { return nil }
 
 // BenchmarkSpoolBacklog writes a backlog of 100 records of 10,000 rows (about 8 MB) (a
 // ClickHouse outage, or a burst above its intake) and delivers it to a sink that
@@ -80,7 +80,7 @@ func BenchmarkSpoolRecord(b *testing.B) {
 			buf := make([]byte, 0, 2*len(rec))
 			var e recordEncoder // as a write's pooled scratch keeps it
 			for b.Loop() {
-				buf = e.append(buf[:0], rows, nil)
+				buf = e.append(buf[:0], rows, nil, 1)
 			}
 			b.ReportMetric(float64(len(rec))/float64(len(rows)), "bytes/row")
 		})

@@ -15,7 +15,13 @@ import (
 
 // A spool record is one committed batch:
 //
-//	version byte | row count uvarint | rows
+//	version byte | row count uvarint | [base version uvarint] | rows
+//
+// Version 3 adds the base version: the record's j-th row has version base+j
+// (internal/version), taken when the spool took the rows, so that ClickHouse
+// orders writes and deletes by when they were acknowledged, not by when the
+// spool delivered them. A base of 0, and records of versions 1 and 2, which
+// have none, take theirs at delivery. Its rows are those of version 2.
 //
 // Version 2 numbers the record's series (a device's key) so that a row of a
 // series seen before in the record names it in one or two bytes, and stores ts
@@ -43,7 +49,8 @@ import (
 // Every field is self-delimiting, so a record decodes without outside lengths.
 const (
 	recordV1      = 1
-	recordVersion = 2
+	recordV2      = 2
+	recordVersion = 3
 
 	headType    = 0x07
 	headNew     = 0x08
@@ -59,15 +66,16 @@ type recordEncoder struct {
 	tenants []uuid.UUID // by series number: the tenant of the series' first row
 }
 
-// appendRecord appends the record of rows with a fresh encoder (tests, tools).
+// appendRecord appends the record of rows, without versions, with a fresh
+// encoder (tests, tools).
 func appendRecord(dst []byte, rows []storage.Row) []byte {
 	var e recordEncoder
-	return e.append(dst, rows, nil)
+	return e.append(dst, rows, nil, 0)
 }
 
-// append appends the record of rows[idx[0]], rows[idx[1]], …; nil idx means
-// every row.
-func (e *recordEncoder) append(dst []byte, rows []storage.Row, idx []int32) []byte {
+// append appends the record of rows[idx[0]], rows[idx[1]], … whose versions
+// start at ver; nil idx means every row.
+func (e *recordEncoder) append(dst []byte, rows []storage.Row, idx []int32, ver uint64) []byte {
 	e.series.Reset()
 	e.tenants = e.tenants[:0]
 	count := len(rows)
@@ -76,6 +84,7 @@ func (e *recordEncoder) append(dst []byte, rows []storage.Row, idx []int32) []by
 	}
 	dst = append(dst, recordVersion)
 	dst = binary.AppendUvarint(dst, uint64(count))
+	dst = binary.AppendUvarint(dst, ver)
 	var prev int64
 	for j := range count {
 		r := &rows[j]
@@ -143,21 +152,38 @@ type seriesDef struct {
 // the spool's iterator and is gone after the next step. With a nil rd every key
 // name is copied too.
 func decodeRecord(dst []storage.Row, rec []byte, rd *recordReader) ([]storage.Row, error) {
+	dst, _, err := decodeVersioned(dst, rec, rd)
+	return dst, err
+}
+
+// decodeVersioned is decodeRecord that also returns the record's base version
+// (0: none).
+func decodeVersioned(dst []storage.Row, rec []byte, rd *recordReader) (_ []storage.Row, ver uint64, _ error) {
 	d := decoder{b: rec}
 	if rd != nil {
 		d.names = &rd.names
 	}
 	version := d.byte()
-	if version != recordV1 && version != recordVersion {
-		return dst, fmt.Errorf("%w: unknown version", errBadRecord)
+	if version != recordV1 && version != recordV2 && version != recordVersion {
+		return dst, 0, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	n := d.uvarint()
 	if n > uint64(len(rec)) { // every row takes more than one byte
-		return dst, fmt.Errorf("%w: row count %d", errBadRecord, n)
+		return dst, 0, fmt.Errorf("%w: row count %d", errBadRecord, n)
 	}
 	if version == recordV1 {
-		return d.rowsV1(dst, n)
+		dst, err := d.rowsV1(dst, n)
+		return dst, 0, err
 	}
+	if version == recordVersion {
+		ver = d.uvarint()
+	}
+	dst, err := d.rowsV2(dst, n, rd)
+	return dst, ver, err
+}
+
+// rowsV2 decodes the n rows of a version 2 or 3 record.
+func (d *decoder) rowsV2(dst []storage.Row, n uint64, rd *recordReader) ([]storage.Row, error) {
 	var defs []seriesDef
 	if rd != nil {
 		defs = rd.series[:0]
@@ -357,7 +383,7 @@ func (d *decoder) str() string {
 // recordRows reads a record's row count without decoding its rows.
 func recordRows(rec []byte) (int, error) {
 	d := decoder{b: rec}
-	if v := d.byte(); v != recordV1 && v != recordVersion {
+	if v := d.byte(); v != recordV1 && v != recordV2 && v != recordVersion {
 		return 0, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	n := d.uvarint()

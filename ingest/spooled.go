@@ -24,6 +24,10 @@ type LatestStore interface {
 	LatestKeys(ctx context.Context, entityID uuid.UUID) ([]string, error)
 	// DeleteLatest removes keys; nil removes every key of the entity.
 	DeleteLatest(ctx context.Context, entityID uuid.UUID, keys []string) error
+	// DeleteLatestIn removes those of keys whose latest ts lies in [startTs,
+	// endTs), as one step per entity (a newer value written meanwhile stays),
+	// and returns them.
+	DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64) ([]string, error)
 }
 
 // HistoryStore is the slow, large history store behind the spool (ClickHouse).
@@ -97,29 +101,29 @@ func (t *Spooled) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, er
 }
 
 // DeleteSeries deletes history, then the latest values whose ts lies in the range,
-// rewriting them from the remaining history when asked.
+// rewriting them from the remaining history when asked. Points acknowledged
+// before it and still in a spool are deleted all the same: their versions are
+// older than the delete's (internal/version). A rewrite reads history, so this
+// node's spool delivers the entity's points first; what another node's spool
+// still holds it cannot see.
 func (t *Spooled) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
+	if q.DeleteLatest && q.RewriteLatest {
+		if err := t.Spool.FlushEntity(ctx, q.EntityID); err != nil {
+			return err
+		}
+	}
 	if err := t.History.DeleteSeries(ctx, q); err != nil {
 		return err
 	}
 	if !q.DeleteLatest {
 		return nil
 	}
-	latest, err := t.LatestStore.LatestValues(ctx, q.EntityID, q.Keys)
-	if err != nil {
+	gone, err := t.LatestStore.DeleteLatestIn(ctx, q.EntityID, q.Keys, q.StartTs, q.EndTs)
+	if err != nil || !q.RewriteLatest {
 		return err
 	}
-	for _, e := range latest {
-		if e.Ts < q.StartTs || e.Ts >= q.EndTs {
-			continue
-		}
-		if err := t.LatestStore.DeleteLatest(ctx, q.EntityID, []string{e.Key}); err != nil {
-			return err
-		}
-		if !q.RewriteLatest {
-			continue
-		}
-		rest, err := t.History.Read(ctx, storage.ReadQuery{EntityID: q.EntityID, Key: e.Key,
+	for _, key := range gone {
+		rest, err := t.History.Read(ctx, storage.ReadQuery{EntityID: q.EntityID, Key: key,
 			StartTs: math.MinInt64, EndTs: math.MaxInt64, Limit: 1})
 		if err != nil {
 			return err

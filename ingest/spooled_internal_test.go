@@ -39,6 +39,9 @@ func (m *memLatest) LatestValues(context.Context, uuid.UUID, []string) ([]kv.Ent
 }
 func (m *memLatest) LatestKeys(context.Context, uuid.UUID) ([]string, error) { return nil, nil }
 func (m *memLatest) DeleteLatest(context.Context, uuid.UUID, []string) error { return nil }
+func (m *memLatest) DeleteLatestIn(context.Context, uuid.UUID, []string, int64, int64) ([]string, error) {
+	return nil, nil
+}
 
 // TestSpooledWrite: the spool and the latest store are written together and
 // either's failure fails the write; a full spool refuses before the latest store

@@ -4,10 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/ingest"
 	"github.com/sluice-iot/sluice/internal/testenv"
+	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/clickhouse"
 	"github.com/sluice-iot/sluice/storage/redis"
@@ -59,4 +65,119 @@ func TestSpooledConformance(t *testing.T) {
 		})
 		return backend
 	})
+}
+
+// TestSpooledVersions: history orders writes and deletes by when they were
+// acknowledged, not by when a spool delivered them. Two nodes share ClickHouse
+// and Redis; each spool delivers only when flushed.
+//   - A point written on node A, then again on node B, keeps B's value even
+//     when A's spool delivers last.
+//   - A point acknowledged before a delete (on another node) and delivered
+//     after it stays deleted.
+//   - A delete that rewrites the latest value from history sees the points its
+//     own node still spools, and leaves a newer value written meanwhile.
+func TestSpooledVersions(t *testing.T) {
+	env := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	ctx := context.Background()
+	var b [6]byte
+	rand.Read(b[:])
+	name := hex.EncodeToString(b[:])
+	ch, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{env[0]}, Database: "sluice_test_" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := redis.Open(ctx, redis.Options{Addrs: []string{env[1]}, Prefix: "sluicetest:" + name + ":"})
+	if err != nil {
+		ch.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Drop(ctx); rs.Drop(ctx); rs.Close(); ch.Close() })
+	node := func() *ingest.Spooled {
+		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { spool.Close(ctx) })
+		return &ingest.Spooled{Spool: spool, History: ch, LatestStore: rs}
+	}
+	a, bn := node(), node()
+	dev := uuid.New()
+	write := func(n *ingest.Spooled, key string, ts, v int64) {
+		t.Helper()
+		if err := n.Write(ctx, []storage.Row{{EntityID: dev, Entry: kv.Entry{Ts: ts, Key: key, Value: kv.LongValue(v)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush := func(n *ingest.Spooled) {
+		t.Helper()
+		if err := n.Spool.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := func(key string) string {
+		t.Helper()
+		es, err := ch.Read(ctx, storage.ReadQuery{EntityID: dev, Key: key, StartTs: 0, EndTs: 1000, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range es {
+			out = append(out, fmt.Sprintf("%d=%d", e.Ts, e.Value.Long))
+		}
+		return strings.Join(out, ",")
+	}
+	latest := func(key string) string {
+		t.Helper()
+		es, err := rs.LatestValues(ctx, dev, []string{key})
+		if err != nil || len(es) > 1 {
+			t.Fatal(es, err)
+		}
+		if len(es) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d=%d", es[0].Ts, es[0].Value.Long)
+	}
+
+	write(a, "twice", 100, 1)
+	write(bn, "twice", 100, 2)
+	flush(bn)
+	flush(a)
+	if got := history("twice"); got != "100=2" {
+		t.Fatalf("written on A then on B, delivered the other way round: history %s, want 100=2", got)
+	}
+
+	write(a, "gone", 100, 1)
+	write(a, "gone", 200, 2)
+	del := storage.DeleteQuery{EntityID: dev, Keys: []string{"gone"}, StartTs: 150, EndTs: 300, DeleteLatest: true}
+	if err := bn.DeleteSeries(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	flush(a)
+	if got := history("gone"); got != "100=1" {
+		t.Fatalf("acknowledged before a delete, delivered after it: history %s, want 100=1", got)
+	}
+	if got := latest("gone"); got != "" {
+		t.Fatalf("latest %s after the delete, want none", got)
+	}
+
+	write(a, "rewrite", 100, 1)
+	write(a, "rewrite", 200, 2)
+	del = storage.DeleteQuery{EntityID: dev, Keys: []string{"rewrite"}, StartTs: 150, EndTs: 300, DeleteLatest: true, RewriteLatest: true}
+	if err := a.DeleteSeries(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := latest("rewrite")+" "+history("rewrite"), "100=1 100=1"; got != want {
+		t.Fatalf("rewritten from history with the point still spooled: latest and history %s, want %s", got, want)
+	}
+
+	// A newer latest value than the range is not deleted with it.
+	write(a, "newer", 200, 2)
+	write(bn, "newer", 400, 4)
+	del = storage.DeleteQuery{EntityID: dev, Keys: []string{"newer"}, StartTs: 150, EndTs: 300, DeleteLatest: true}
+	if err := a.DeleteSeries(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if got := latest("newer"); got != "400=4" {
+		t.Fatalf("latest %s, want the newer 400=4", got)
+	}
 }

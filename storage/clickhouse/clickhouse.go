@@ -52,7 +52,6 @@ type Store struct {
 	db      string   // quoted database name, used to qualify every table
 	cluster string   // Options.Cluster
 	servers []string // on a cluster: host:port of every server, where the local tables are
-	clock   clock
 	closed  atomic.Bool
 	threads atomic.Int32 // max_threads of the server, once read (report.go)
 	// unlimitedPartitions is set on servers that limit the partitions of an
@@ -191,23 +190,6 @@ var shardUnreachable = map[int32]bool{209: true, 210: true, 279: true}
 
 // table qualifies a table name with the database.
 func (s *Store) table(name string) string { return s.db + "." + name }
-
-// clock hands out write versions: nanoseconds since the epoch, strictly
-// increasing within the process even when the wall clock stalls or steps back.
-// Versions order writes to the same (entity, key, ts) and place writes before or
-// after a delete; across nodes they are as good as the clocks' synchronisation.
-type clock struct{ last atomic.Uint64 }
-
-// next reserves n consecutive versions and returns the first.
-func (c *clock) next(n int) uint64 {
-	for {
-		last := c.last.Load()
-		base := max(uint64(time.Now().UnixNano()), last+1)
-		if c.last.CompareAndSwap(last, base+uint64(n)-1) {
-			return base
-		}
-	}
-}
 
 // Drop deletes the database with all its tables, on every server of the
 // cluster: for tests and decommissioning.

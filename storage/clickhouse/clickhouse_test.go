@@ -107,7 +107,7 @@ func TestCompression(t *testing.T) {
 			for i := range 1000 {
 				rows = append(rows, storage.Row{EntityID: id, Entry: kv.Entry{Ts: int64(i), Key: "k", Value: kv.StringValue(fmt.Sprint("v", i))}})
 			}
-			if err := s.WriteHistory(t.Context(), rows, nil); err != nil {
+			if err := s.WriteHistory(t.Context(), rows, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "k", StartTs: 0, EndTs: 1000, Limit: 2000})
@@ -156,7 +156,7 @@ func BenchmarkWrite(b *testing.B) {
 					if method == "Write" {
 						err = s.Write(b.Context(), rows)
 					} else {
-						err = s.WriteHistory(b.Context(), rows, fresh)
+						err = s.WriteHistory(b.Context(), rows, fresh, nil)
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/version"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -36,7 +37,7 @@ func (s *Store) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
 			inRange[e.Key] = e.Ts >= q.StartTs && e.Ts < q.EndTs
 		}
 	}
-	ver := s.clock.next(1)
+	ver := version.Reserve(1)
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("telemetry_deletes")+
 		" (entity_id, key, all_keys, start_ts, end_ts, ver, latest)")
 	if err != nil {
@@ -67,5 +68,5 @@ func (s *Store) DeleteEntitySeries(ctx context.Context, entityID uuid.UUID) erro
 		return err
 	}
 	return s.insertRow(ctx, "telemetry_deletes", " (entity_id, key, all_keys, start_ts, end_ts, ver, latest)",
-		entityID, "", uint8(1), int64(math.MinInt64), int64(math.MaxInt64), s.clock.next(1), uint8(latestDelete))
+		entityID, "", uint8(1), int64(math.MinInt64), int64(math.MaxInt64), version.Reserve(1), uint8(latestDelete))
 }

@@ -113,7 +113,7 @@ func TestInsertIsAlreadySorted(t *testing.T) {
 	}
 	id := uuid.NewString()
 	ctx := ch.Context(context.Background(), ch.WithQueryID(id), ch.WithSettings(ch.Settings{"log_queries": 1}))
-	if err := s.WriteHistory(ctx, rows, make([]bool, len(rows))); err != nil {
+	if err := s.WriteHistory(ctx, rows, make([]bool, len(rows)), nil); err != nil {
 		t.Fatal(err)
 	}
 	// The server may log the query just after answering it: flush and look

@@ -77,7 +77,7 @@ func TestReportRacingDelivery(t *testing.T) {
 	for _, merged := range []bool{true, false} {
 		dev := uuid.New()
 		point := []storage.Row{{EntityID: dev, Entry: kv.Entry{Ts: march + 1000, Key: "e", Value: kv.LongValue(1)}}}
-		if err := s.WriteHistory(ctx, point, []bool{false}); err != nil {
+		if err := s.WriteHistory(ctx, point, []bool{false}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if merged {
@@ -91,7 +91,7 @@ func TestReportRacingDelivery(t *testing.T) {
 		attempts := 0
 		s.beforeReportQuery = func() {
 			if attempts++; attempts == 1 { // the device sends the point again
-				if err := s.WriteHistory(ctx, point, []bool{true}); err != nil {
+				if err := s.WriteHistory(ctx, point, []bool{true}, nil); err != nil {
 					t.Error(err)
 				}
 			}
@@ -186,7 +186,7 @@ func testReportRepeatMarks(t *testing.T, s *Store) {
 	}
 	history := func(rows []storage.Row, mayRepeat []bool) {
 		t.Helper()
-		if err := s.WriteHistory(ctx, rows, mayRepeat); err != nil {
+		if err := s.WriteHistory(ctx, rows, mayRepeat, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,7 +233,7 @@ func testReportRepeatMarks(t *testing.T, s *Store) {
 	if got := count(); got != "3/2" {
 		t.Fatalf("WriteHistory(nil): %s, want 3/2", got)
 	}
-	if err := s.WriteHistory(ctx, []storage.Row{row(a, march, 1)}, []bool{true, false}); err == nil {
+	if err := s.WriteHistory(ctx, []storage.Row{row(a, march, 1)}, []bool{true, false}, nil); err == nil {
 		t.Fatal("WriteHistory took two flags for one row")
 	}
 }
@@ -248,7 +248,7 @@ func TestUpgradeMarksEarlierHistory(t *testing.T) {
 	march := int64(1709251200000) // 2024-03-01 UTC
 	old := []storage.Row{{EntityID: dev, Entry: kv.Entry{Ts: march, Key: "e", Value: kv.LongValue(1)}}}
 	for range 2 { // two copies, unmarked, as an earlier version left them
-		if err := s.WriteHistory(ctx, old, []bool{false}); err != nil {
+		if err := s.WriteHistory(ctx, old, []bool{false}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

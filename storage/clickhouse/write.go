@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/version"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -29,7 +30,7 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	cols, err := s.writeHistory(ctx, rows, nil)
+	cols, err := s.writeHistory(ctx, rows, nil, nil)
 	defer putColumns(cols)
 	if err != nil {
 		return err
@@ -51,7 +52,7 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 	defer putColumns(lcols)
 	for i, n := range cols.of {
 		if newest[n] == i {
-			lcols.add(&rows[i], cols.base+uint64(i))
+			lcols.add(&rows[i], cols.rowVer(int(i)))
 		}
 	}
 	return s.insert(ctx, "telemetry_latest", insertLatest, lcols, true)
@@ -62,22 +63,29 @@ func (s *Store) Write(ctx context.Context, rows []storage.Row) error {
 // rows[i] may repeat a point written before (the same entity, key and ts: written
 // again, or delivered again); nil means every row may. The days of those rows are
 // marked in telemetry_repeats before the rows are inserted, so a report never
-// reads a copy without FINAL.
-func (s *Store) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) error {
+// reads a copy without FINAL. vers[i] is rows[i]'s version (internal/version),
+// taken when the spool acknowledged it, so that a delete made after that
+// acknowledgement hides the row however late it arrives, and of two writes of
+// one point the later wins whichever arrives first; 0 or a nil vers takes one
+// now.
+func (s *Store) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	if mayRepeat != nil && len(mayRepeat) != len(rows) {
 		return fmt.Errorf("clickhouse: %d rows with %d repeat flags", len(rows), len(mayRepeat))
 	}
-	cols, err := s.writeHistory(ctx, rows, mayRepeat)
+	if vers != nil && len(vers) != len(rows) {
+		return fmt.Errorf("clickhouse: %d rows with %d versions", len(rows), len(vers))
+	}
+	cols, err := s.writeHistory(ctx, rows, mayRepeat, vers)
 	putColumns(cols)
 	return err
 }
 
 // writeHistory marks the days that may hold copies, then inserts rows into
 // telemetry; the caller puts the columns back.
-func (s *Store) writeHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool) (*columns, error) {
+func (s *Store) writeHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) (*columns, error) {
 	cols := getColumns()
 	if err := s.check(); err != nil {
 		return cols, err
@@ -85,12 +93,12 @@ func (s *Store) writeHistory(ctx context.Context, rows []storage.Row, mayRepeat 
 	if err := s.markRepeats(ctx, rows, mayRepeat); err != nil {
 		return cols, err
 	}
-	// Versions follow the rows' order (the later of two equal points wins);
-	// the columns follow the table's.
-	cols.base = s.clock.next(len(rows))
+	// Versions taken now follow the rows' order (the later of two equal points
+	// wins); the columns follow the table's.
+	cols.base, cols.given = version.Reserve(len(rows)), vers
 	cols.grow(len(rows))
 	for _, i := range cols.sortOrder(rows) {
-		cols.add(&rows[i], cols.base+uint64(i))
+		cols.add(&rows[i], cols.rowVer(int(i)))
 	}
 	return cols, s.insert(ctx, "telemetry", insertHistory, cols, false)
 }
@@ -226,9 +234,18 @@ type columns struct {
 	longV          []int64
 	dblV           []float64
 	strV, jsonV    []string
-	newest         []int  // Write's newest row of each series
-	base           uint64 // version of the first row
+	newest         []int    // Write's newest row of each series
+	base           uint64   // version of the first row, taken at the write
+	given          []uint64 // versions taken earlier, by row (WriteHistory's vers)
 	orderer
+}
+
+// rowVer is the version of rows[i]: the one given, else one taken at the write.
+func (c *columns) rowVer(i int) uint64 {
+	if c.given != nil && c.given[i] != 0 {
+		return c.given[i]
+	}
+	return c.base + uint64(i)
 }
 
 var columnsPool = sync.Pool{New: func() any { return new(columns) }}
@@ -241,6 +258,7 @@ func putColumns(c *columns) {
 }
 
 func (c *columns) reset() {
+	c.given = nil
 	c.tenant, c.entity, c.key, c.ts = c.tenant[:0], c.entity[:0], c.key[:0], c.ts[:0]
 	c.ver, c.lver, c.typ, c.boolV = c.ver[:0], c.lver[:0], c.typ[:0], c.boolV[:0]
 	c.longV, c.dblV, c.strV, c.jsonV = c.longV[:0], c.dblV[:0], c.strV[:0], c.jsonV[:0]

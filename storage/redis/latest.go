@@ -41,6 +41,24 @@ for i = 1, #ARGV, 4 do
 end
 return repeats`)
 
+// deleteLatestInScript removes each field of ARGV[3..] whose ts lies in
+// [ARGV[1], ARGV[2]) and returns those it removed: read and delete in one step,
+// so a newer value another node writes meanwhile is not deleted with them.
+var deleteLatestInScript = goredis.NewScript(`
+local gone = {}
+local from, to = tonumber(ARGV[1]), tonumber(ARGV[2])
+for i = 3, #ARGV do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  if old then
+    local ts = struct.unpack('>i8', old, 2)
+    if ts >= from and ts < to then
+      redis.call('HDEL', KEYS[1], ARGV[i])
+      gone[#gone + 1] = ARGV[i]
+    end
+  end
+end
+return gone`)
+
 func (s *Store) latestKey(entity uuid.UUID) string { return s.prefix + "{l:" + entity.String() + "}" }
 
 // UpdateLatest makes each row the latest value of its (entity, key) unless a newer
@@ -174,6 +192,28 @@ func (s *Store) LatestKeys(ctx context.Context, entityID uuid.UUID) ([]string, e
 	}
 	slices.Sort(keys)
 	return keys, nil
+}
+
+// DeleteLatestIn removes the latest values of those of keys whose ts lies in
+// [startTs, endTs) and returns their keys, in one step per entity. Timestamps
+// compare as Lua doubles: exact up to 2^53 ms.
+func (s *Store) DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 || endTs <= startTs {
+		return nil, nil
+	}
+	args := make([]any, 0, 2+len(keys))
+	args = append(args, strconv.FormatInt(startTs, 10), strconv.FormatInt(endTs, 10))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	gone, err := deleteLatestInScript.Run(ctx, s.rdb, []string{s.latestKey(entityID)}, args...).StringSlice()
+	if err != nil {
+		return nil, fail(fmt.Sprintf("delete latest values of %s", entityID), err)
+	}
+	return gone, nil
 }
 
 // DeleteLatest removes the latest values of keys; keys == nil removes all of them.
