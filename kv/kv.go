@@ -87,7 +87,9 @@ func (v Value) Text() string {
 }
 
 // AppendJSON appends the value as a JSON literal with its native type: numbers as
-// numbers, JSON values inline, strings quoted.
+// numbers, JSON values inline, strings quoted. A Double JSON has no number for
+// (an aggregate that overflowed) goes as its Java text in a string,
+// "Infinity": the document stays JSON.
 func (v Value) AppendJSON(dst []byte) []byte {
 	switch v.Type {
 	case Bool:
@@ -95,6 +97,9 @@ func (v Value) AppendJSON(dst []byte) []byte {
 	case Long:
 		return strconv.AppendInt(dst, v.Long, 10)
 	case Double:
+		if math.IsInf(v.Double, 0) || math.IsNaN(v.Double) {
+			return AppendJSONString(dst, FormatDouble(v.Double))
+		}
 		return append(dst, FormatDouble(v.Double)...)
 	case JSON:
 		return append(dst, v.Str...)
@@ -156,8 +161,18 @@ func (v Value) Numeric() (float64, bool) {
 }
 
 // FormatDouble formats f as Java's Double.toString does for the common range
-// (42.0, 0.5, 1.0E10), so clients written for ThingsBoard parse what they expect.
+// (42.0, 0.5, 1.0E10), so clients written for ThingsBoard parse what they expect;
+// "Infinity", "-Infinity" and "NaN" as Java does too (an aggregate can overflow
+// to them; no stored value is one).
 func FormatDouble(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	case math.IsNaN(f):
+		return "NaN"
+	}
 	abs := f
 	if abs < 0 {
 		abs = -abs

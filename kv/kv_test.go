@@ -65,3 +65,19 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatDouble: Java's Double.toString forms, the non-finite ones included
+// (an aggregate may overflow), and a JSON document whatever the value.
+func TestFormatDouble(t *testing.T) {
+	for f, want := range map[float64]string{
+		42: "42.0", 0.5: "0.5", -2.5: "-2.5", 0: "0.0", 1e10: "1.0E10", 1.5e-5: "1.5E-5",
+		-1e300: "-1.0E300", math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", math.NaN(): "NaN",
+	} {
+		if got := FormatDouble(f); got != want {
+			t.Errorf("FormatDouble(%v) = %s, want %s", f, got, want)
+		}
+		if js := DoubleValue(f).AppendJSON(nil); !json.Valid(js) {
+			t.Errorf("AppendJSON(%v) = %s: not JSON", f, js)
+		}
+	}
+}

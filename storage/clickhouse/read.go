@@ -94,17 +94,19 @@ func (s *Store) readRaw(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 // aggregates gives, per storage.Agg, the SELECT expressions for whether the
 // result is a Double, its Long and its Double value, and the HAVING condition
 // that drops buckets without anything to aggregate. nl and nd count the Longs
-// and Doubles of the bucket; Longs stay Int64 so that their sums are exact.
+// and Doubles of the bucket; Longs stay Int64 so that their sums are exact,
+// unless the sum lies outside Int64 (where sum wraps): then it is the Double sum,
+// as in the embedded store (longsOverflow).
 var aggregates = map[storage.Agg]struct{ isDouble, long, double, having string }{
 	storage.AggCount: {"0", "toInt64(count())", "toFloat64(0)", "1"},
 	storage.AggMin: {"nd > 0", "minIf(long_v, type = 2)",
 		"if(nl = 0, minIf(dbl_v, type = 3), least(minIf(dbl_v, type = 3), toFloat64(minIf(long_v, type = 2))))", "nl + nd > 0"},
 	storage.AggMax: {"nd > 0", "maxIf(long_v, type = 2)",
 		"if(nl = 0, maxIf(dbl_v, type = 3), greatest(maxIf(dbl_v, type = 3), toFloat64(maxIf(long_v, type = 2))))", "nl + nd > 0"},
-	storage.AggSum: {"nd > 0", "sumIf(long_v, type = 2)",
-		"sumIf(dbl_v, type = 3) + toFloat64(sumIf(long_v, type = 2))", "nl + nd > 0"},
+	storage.AggSum: {"nd > 0 OR abs(sumIf(toFloat64(long_v), type = 2)) >= 9223372036854775808.", "sumIf(long_v, type = 2)",
+		"sumIf(dbl_v, type = 3) + sumIf(toFloat64(long_v), type = 2)", "nl + nd > 0"},
 	storage.AggAvg: {"1", "toInt64(0)",
-		"(sumIf(dbl_v, type = 3) + toFloat64(sumIf(long_v, type = 2))) / (nl + nd)", "nl + nd > 0"},
+		"(sumIf(dbl_v, type = 3) + sumIf(toFloat64(long_v), type = 2)) / (nl + nd)", "nl + nd > 0"},
 }
 
 func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) {

@@ -58,6 +58,26 @@ func testAggregate(t *testing.T, open func(t *testing.T) storage.Backend) {
 		checkEntries(t, "max", got, []kv.Entry{long(1005, "big", 1<<53+1)})
 	})
 
+	t.Run("LongSumPastInt64", func(t *testing.T) {
+		// Past int64 the sum is a Double, not a wrapped Long; the AVG too is
+		// computed without wrapping. A total back within int64 stays an exact Long.
+		const big = 9_000_000_000_000_000_000
+		write(t, b, id, long(5000, "over", big), long(5001, "over", big),
+			long(5010, "back", big), long(5011, "back", big), long(5012, "back", -big))
+		q := storage.ReadQuery{EntityID: id, Key: "over", StartTs: 5000, EndTs: 5010, Interval: 10, Agg: storage.AggSum}
+		got, err := b.Read(t.Context(), q)
+		must(t, err)
+		checkEntries(t, "sum", got, []kv.Entry{double(5005, "over", 2*float64(big))})
+		q.Agg = storage.AggAvg
+		got, err = b.Read(t.Context(), q)
+		must(t, err)
+		checkEntries(t, "avg", got, []kv.Entry{double(5005, "over", float64(big))})
+		q = storage.ReadQuery{EntityID: id, Key: "back", StartTs: 5010, EndTs: 5020, Interval: 10, Agg: storage.AggSum}
+		got, err = b.Read(t.Context(), q)
+		must(t, err)
+		checkEntries(t, "sum back in range", got, []kv.Entry{long(5015, "back", big)})
+	})
+
 	t.Run("NegativeLongs", func(t *testing.T) {
 		write(t, b, id, long(2000, "neg", -5), long(2001, "neg", math.MinInt64+10), long(2002, "neg", -1))
 		q := storage.ReadQuery{EntityID: id, Key: "neg", StartTs: 2000, EndTs: 2010, Interval: 10}
