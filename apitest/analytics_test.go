@@ -530,6 +530,8 @@ func TestAnalyticsViews(t *testing.T) {
 			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"e","source":"TELEMETRY","key":"energy","aggregation":"MEDIAN"}]}`, "unknown aggregation"},
 			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"d","source":"DATE","grouping":"FORTNIGHT"}]}`, "unknown grouping"},
 			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"d","source":"DATE","grouping":"RAW","groupBy":"DECADE"}]}`, "unknown groupBy"},
+			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"d","source":"DATE","grouping":"RAW","groupBy":"DAY","groupByAmount":18014398509481984}]}`, "groupByAmount must be 0 to 1000000"},
+			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"a","source":"ENTITY_NAME"}],"filters":[{"name":"f","field":{"source":"ENTITY_NAME"},"condition":"GT","values":["NaN"]}]}`, "needs a number"},
 			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"a","source":"ENTITY_NAME"},{"label":"a","source":"ENTITY_TYPE"}]}`, "duplicate label"},
 			{`{"name":"x","timeZone":"Mars/Olympus","source":{"deviceProfile":"meter"},"fields":[{"label":"a","source":"ENTITY_NAME"}]}`, "unknown time zone"},
 			{`{"name":"x","source":{"deviceProfile":"meter"},"fields":[{"label":"a","source":"ENTITY_NAME"}],"filters":[{"name":"f","field":{"source":"COLOUR"}}]}`, "unknown field"},

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -319,8 +320,8 @@ func validateField(f *ViewField) error {
 			if _, ok := rawUnits[f.GroupBy]; !ok {
 				return badView("date field %q: unknown groupBy %q (MINUTE, HOUR, DAY, WEEK, MONTH, QUARTER or YEAR)", f.Label, f.GroupBy)
 			}
-			if f.GroupByAmount < 0 {
-				return badView("date field %q: groupByAmount must not be negative", f.Label)
+			if f.GroupByAmount < 0 || f.GroupByAmount > maxGroupByAmount {
+				return badView("date field %q: groupByAmount must be 0 to %d", f.Label, maxGroupByAmount)
 			}
 		} else if _, ok := groupings[f.Grouping]; !ok {
 			return badView("date field %q: unknown grouping %q", f.Label, f.Grouping)
@@ -354,6 +355,10 @@ func validateFilter(f *ViewFilter) error {
 	return checkCondition(f.Name, f.Condition, f.Values)
 }
 
+// maxGroupByAmount bounds a RAW date field's units per bucket, far above any
+// use (a million years) and far below where a bucket's length in ms would wrap.
+const maxGroupByAmount = 1_000_000
+
 // checkCondition checks a filter's condition and values (also those a report
 // request puts in): comparisons take one number.
 func checkCondition(name, cond string, values []string) error {
@@ -364,7 +369,8 @@ func checkCondition(name, cond string, values []string) error {
 			return badView("filter %q: %s takes one value", name, cond)
 		}
 		for _, s := range values {
-			if _, err := strconv.ParseFloat(s, 64); err != nil {
+			// ParseFloat also takes NaN and Inf, which compare with nothing.
+			if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 				return badView("filter %q: %s needs a number, not %q", name, cond, s)
 			}
 		}
