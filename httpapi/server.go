@@ -87,7 +87,22 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 func (s *Server) Close() { s.stopPolls() }
 
 // Handler returns the request handler with every route.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.instrument(s.routes().Handler) }
+func (s *Server) Handler() fasthttp.RequestHandler { return s.instrument(headAsGet(s.routes().Handler)) }
+
+// headAsGet answers HEAD wherever GET is routed, as HTTP requires (load
+// balancers check /healthz with HEAD): the GET handler runs and fasthttp sends
+// its headers, Content-Length included, without the body.
+func headAsGet(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if !ctx.IsHead() {
+			h(ctx)
+			return
+		}
+		ctx.Request.Header.SetMethod(fasthttp.MethodGet)
+		h(ctx)
+		ctx.Request.Header.SetMethod(fasthttp.MethodHead)
+	}
+}
 
 // routes builds the router with every route; tests list its routes.
 func (s *Server) routes() *router.Router {
@@ -113,8 +128,12 @@ func (s *Server) routes() *router.Router {
 		writeError(ctx, fasthttp.StatusNotFound, engine.CodeItemNotFound, "Path not found: "+string(ctx.Path()))
 	}
 	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
+		allow := string(ctx.Response.Header.Peek("Allow")) // the router's, which writeError resets
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, engine.CodeBadRequestParams,
 			"Request method '"+string(ctx.Method())+"' is not supported")
+		if allow != "" {
+			ctx.Response.Header.Set("Allow", allow)
+		}
 	}
 	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
 		s.log.Error("handler panic", "requestId", requestID(ctx), "route", route(ctx), "panic", v)
