@@ -116,10 +116,9 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			s.fail(ctx, err)
 			return
 		}
-		ct := string(ctx.Request.Header.ContentType())
-		if mt, _, _ := strings.Cut(ct, ";"); !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+		if mediaType(ctx) != "application/json" { // the spec's one 415 rule: required here
 			writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams,
-				"Content type '"+ct+"' not supported: send Content-Type: application/json")
+				"Content type '"+string(ctx.Request.Header.ContentType())+"' not supported: send Content-Type: application/json")
 			return
 		}
 		var req engine.ReportRequest

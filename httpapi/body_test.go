@@ -189,6 +189,13 @@ func (n *testNode) post(path, auth string, body []byte, headers ...string) (int,
 // send is post with another method.
 func (n *testNode) send(method, path, auth string, body []byte, headers ...string) (int, []byte) {
 	n.t.Helper()
+	resp, out := n.exchange(method, path, auth, body, headers...)
+	return resp.StatusCode, out
+}
+
+// exchange is send that returns the response, its headers for a look.
+func (n *testNode) exchange(method, path, auth string, body []byte, headers ...string) (*http.Response, []byte) {
+	n.t.Helper()
 	req, err := http.NewRequest(method, n.URL+path, bytes.NewReader(body))
 	if err != nil {
 		n.t.Fatal(err)
@@ -209,7 +216,7 @@ func (n *testNode) send(method, path, auth string, body []byte, headers ...strin
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	return resp.StatusCode, out
+	return resp, out
 }
 
 // expectPost is post that checks the status and, for an error, the JSON

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,21 +12,7 @@ func TestHeadAndAllow(t *testing.T) {
 	n := startTestNode(t)
 	send := func(method, path string) (*http.Response, []byte) {
 		t.Helper()
-		req, err := http.NewRequest(method, n.URL+path, strings.NewReader(`{"a":1}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, body
+		return n.exchange(method, path, "", []byte(`{"a":1}`), "Content-Type: application/json")
 	}
 
 	get, getBody := send("GET", "/healthz")
@@ -46,5 +31,31 @@ func TestHeadAndAllow(t *testing.T) {
 	resp, body := send("PUT", "/api/v1/"+n.Demo.DemoDeviceToken+"/telemetry")
 	if resp.StatusCode != 405 || !strings.Contains(resp.Header.Get("Allow"), "POST") || !strings.Contains(string(body), `"status":405`) {
 		t.Fatalf("PUT telemetry: %d, Allow %q, %s", resp.StatusCode, resp.Header.Get("Allow"), body)
+	}
+}
+
+// TestRESTContentType: a REST body labelled as anything but JSON is a 415 with
+// the JSON error body, as Spring answers; an unlabelled one is taken as JSON, and
+// a device's provisioning body is JSON whatever curl labels it.
+func TestRESTContentType(t *testing.T) {
+	n := startTestNode(t)
+	auth := n.tenant()
+	for ct, want := range map[string]int{
+		"application/xml": 415, "text/plain": 415, "application/x-www-form-urlencoded": 415,
+		"": 200, "application/json": 200, "Application/JSON; charset=UTF-8": 200, "application/vnd.api+json": 200,
+	} {
+		var headers []string
+		if ct != "" {
+			headers = append(headers, "Content-Type: "+ct)
+		}
+		status, body := n.send("POST", "/api/customer", auth, []byte(`{"title":"c-`+strings.NewReplacer("/", "-", " ", "", ";", "", "=", "").Replace(ct)+`"}`), headers...)
+		if status != want || (want == 415 && !strings.Contains(string(body), `"status":415`)) {
+			t.Errorf("Content-Type %q: %d %s, want %d", ct, status, body, want)
+		}
+	}
+	status, body := n.send("POST", "/api/v1/provision", "", []byte(`{"deviceName":"x","provisionDeviceKey":"k","provisionDeviceSecret":"s"}`),
+		"Content-Type: application/x-www-form-urlencoded")
+	if status != 200 {
+		t.Fatalf("provision labelled as a form: %d %s", status, body)
 	}
 }

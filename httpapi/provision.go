@@ -11,7 +11,7 @@ import (
 // whenever the request was processed, 400 for a body that is not the request.
 func (s *Server) provision(ctx *fasthttp.RequestCtx) {
 	var req engine.ProvisionRequest
-	if !s.readJSON(ctx, &req) {
+	if !s.readAnyJSON(ctx, &req) {
 		return
 	}
 	res, err := s.eng.ProvisionDevice(s.ctx, &req)

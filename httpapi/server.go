@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -87,7 +88,9 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 func (s *Server) Close() { s.stopPolls() }
 
 // Handler returns the request handler with every route.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.instrument(headAsGet(s.routes().Handler)) }
+func (s *Server) Handler() fasthttp.RequestHandler {
+	return s.instrument(headAsGet(s.routes().Handler))
+}
 
 // headAsGet answers HEAD wherever GET is routed, as HTTP requires (load
 // balancers check /healthz with HEAD): the GET handler runs and fasthttp sends
@@ -199,9 +202,28 @@ func decodeJSON(body []byte, v any, lim codec.Limits) error {
 	return strictJSON.Unmarshal(body, v)
 }
 
-// readJSON decodes the request body into v; a bad body is a 400, which names
-// the limit when one was passed.
+// readJSON decodes a REST request's JSON body into v. A Content-Type that is
+// not JSON (application/json or a +json type) is a 415, as Spring answers
+// ThingsBoard's clients; none at all is taken as JSON. A bad body is a 400,
+// which names the limit when one was passed.
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
+	if mt := mediaType(ctx); mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams,
+			"Content type '"+string(ctx.Request.Header.ContentType())+"' not supported: send Content-Type: application/json")
+		return false
+	}
+	return s.readAnyJSON(ctx, v)
+}
+
+// mediaType is the request's Content-Type without parameters, lower-cased.
+func mediaType(ctx *fasthttp.RequestCtx) string {
+	mt, _, _ := strings.Cut(string(ctx.Request.Header.ContentType()), ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// readAnyJSON is readJSON whatever the Content-Type: devices' bodies (provision)
+// are JSON however curl labels them, as on the rest of the device API.
+func (s *Server) readAnyJSON(ctx *fasthttp.RequestCtx, v any) bool {
 	return s.decodeBody(ctx, s.maxBodySize(), v, func(err error) {
 		msg := "Invalid request body"
 		if ce := (*codec.Error)(nil); errors.As(err, &ce) && ce.Limit {
