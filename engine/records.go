@@ -108,12 +108,19 @@ func loadRecord[T any](ctx context.Context, e *Engine, kind string, id uuid.UUID
 
 // lookupRecord loads the record holding the unique value; a missing one is storage.ErrNotFound.
 func lookupRecord[T any](ctx context.Context, e *Engine, kind, unique string) (*T, error) {
+	v, _, err := lookupLoad[T](ctx, e, kind, unique)
+	return v, err
+}
+
+// lookupLoad is lookupRecord that also returns the stored data, for replaceRecord.
+func lookupLoad[T any](ctx context.Context, e *Engine, kind, unique string) (*T, []byte, error) {
 	r, err := e.store.Lookup(ctx, kind, unique)
 	if err != nil {
 		// The unique value may hold a token or an e-mail: keep it out of the error.
-		return nil, fmt.Errorf("cannot look up %s: %w", kind, err)
+		return nil, nil, fmt.Errorf("cannot look up %s: %w", kind, err)
 	}
-	return decodeRecord[T](r)
+	v, err := decodeRecord[T](r)
+	return v, r.Data, err
 }
 
 // listRecords loads every record of kind owned by owner.

@@ -377,6 +377,13 @@ func (e *Engine) putRPC(ctx context.Context, r *rpcRecord) error {
 	return e.putRecord(ctx, kindRPC, r.ID, r.DeviceID, r, rpcReqKey(r.DeviceID, r.ReqID))
 }
 
+// replaceRPC stores r over the version read as prev: storage.ErrChanged when
+// another node changed it meanwhile, storage.ErrNotFound when it was deleted (a
+// deleted or expired RPC is never written back, so never delivered after that).
+func (e *Engine) replaceRPC(ctx context.Context, r *rpcRecord, prev []byte) error {
+	return e.replaceRecord(ctx, kindRPC, r.ID, r.DeviceID, prev, r, rpcReqKey(r.DeviceID, r.ReqID))
+}
+
 // rpcOutcome reads the outcome of a lightweight RPC; final is false while the
 // RPC may still be delivered or answered. At the deadline every outcome is final.
 func (e *Engine) rpcOutcome(ctx context.Context, id uuid.UUID, deadline bool) (res RPCResult, final bool, err error) {
@@ -510,7 +517,7 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 				e.cfg.Logger.Warn("cannot release an RPC claim", "rpc", r.ID, "err", derr)
 			}
 		}
-		cur, err := getRecord[rpcRecord](ctx, e, kindRPC, r.ID)
+		cur, prev, err := loadRecord[rpcRecord](ctx, e, kindRPC, r.ID)
 		if err != nil || cur.Status != RPCQueued {
 			release()
 			if err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -524,10 +531,15 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 		if r.Oneway {
 			r.Status = RPCSuccessful
 		}
-		if err := e.putRPC(ctx, r); err != nil {
-			// Still queued: released, a later poll can take it. Kept, no poll
-			// could until it expired, days away for a persistent RPC.
+		// Over the version read: an RPC deleted, or delivered by a poll that
+		// took over a stale claim, meanwhile is not delivered (again).
+		if err := e.replaceRPC(ctx, r, prev); err != nil {
+			// Still queued, or gone: released, a later poll can take it. Kept,
+			// no poll could until the claim went stale.
 			release()
+			if errors.Is(err, storage.ErrChanged) || errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
 			return nil, err
 		}
 		if r.Oneway && !r.Persistent {
@@ -538,19 +550,54 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 	return nil, nil
 }
 
+// rpcClaim is the record of a poll's claim to deliver an RPC.
+type rpcClaim struct {
+	RPC uuid.UUID `json:"rpc"`
+	// At is when it was taken (ms); 0 in claims of earlier versions.
+	At int64 `json:"at,omitempty"`
+}
+
+// rpcClaimStale is how old a claim of an RPC still queued may be before
+// another poll takes it over: its poll took it and then failed to write the
+// RPC delivered and to release it (its node was killed, or lost storage). A
+// delivery takes milliseconds, and the RPC record's compare-and-set keeps two
+// polls from both delivering even if a slow one comes back.
+const rpcClaimStale = 30 * time.Second
+
 // claimRPC takes the unique "sent:<rpc>" for a new claim record; false when
-// another poll holds it.
+// another poll holds it. A stale claim is removed and taken over.
 func (e *Engine) claimRPC(ctx context.Context, r *rpcRecord) (bool, error) {
-	id := newID()
-	err := e.putRecord(ctx, kindRPCClaim, id, r.DeviceID, map[string]uuid.UUID{"rpc": r.ID}, rpcClaimKey(r.ID))
-	if errors.Is(err, storage.ErrConflict) {
-		return false, nil
+	for range 2 {
+		id := newID()
+		now := e.now()
+		err := e.putRecord(ctx, kindRPCClaim, id, r.DeviceID, rpcClaim{RPC: r.ID, At: now.UnixMilli()}, rpcClaimKey(r.ID))
+		if err == nil {
+			r.ClaimID = id
+			return true, nil
+		}
+		if !errors.Is(err, storage.ErrConflict) {
+			return false, err
+		}
+		held, err := e.store.Lookup(ctx, kindRPCClaim, rpcClaimKey(r.ID))
+		if errors.Is(err, storage.ErrNotFound) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return false, fmt.Errorf("cannot look up an RPC claim: %w", err)
+		}
+		c, err := decodeRecord[rpcClaim](held)
+		if err != nil {
+			return false, err
+		}
+		if now.Sub(time.UnixMilli(c.At)) < rpcClaimStale {
+			return false, nil // another poll is delivering it
+		}
+		e.cfg.Logger.Warn("taking over a stale RPC claim", "rpc", r.ID, "claimedAt", c.At)
+		if err := e.deleteRecord(ctx, kindRPCClaim, held.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return false, err
+		}
 	}
-	if err != nil {
-		return false, err
-	}
-	r.ClaimID = id
-	return true, nil
+	return false, nil
 }
 
 // deviceRPCBody is {"id":n,"method":"…","params":…}.
@@ -570,29 +617,43 @@ func deviceRPCBody(r *rpcRecord) []byte {
 // FAILED (the caller gets 406). A stale reply (unknown id, one-way, already
 // answered, expired) is ignored without error, as in ThingsBoard.
 func (e *Engine) ReplyRPC(ctx context.Context, deviceID uuid.UUID, reqID int64, body []byte) error {
-	r, err := lookupRecord[rpcRecord](ctx, e, kindRPC, rpcReqKey(deviceID, reqID))
-	if errors.Is(err, storage.ErrNotFound) {
+	for try := 0; ; try++ {
+		r, prev, err := lookupLoad[rpcRecord](ctx, e, kindRPC, rpcReqKey(deviceID, reqID))
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if r.Oneway || (r.Status != RPCDelivered && r.Status != RPCSent) || e.now().UnixMilli() >= r.ExpirationTime {
+			e.cfg.Logger.Debug("stale RPC reply ignored", "device", deviceID, "requestId", reqID)
+			return nil
+		}
+		r.Reply = slices.Clone(body)
+		r.Status = RPCSuccessful
+		if len(body) > 0 && !json.Valid(body) {
+			r.Status = RPCFailed
+		}
+		// Over the version read: an RPC deleted meanwhile stays deleted, and of
+		// two replies at once one wins, the other finds it answered.
+		err = e.replaceRPC(ctx, r, prev)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil
+		}
+		if errors.Is(err, storage.ErrChanged) {
+			if try < maxReplaceTries {
+				continue
+			}
+			return errChangedMeanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if !r.Persistent {
+			e.publishPush(ctx, rpcDoneTopic(r.ID), nil)
+		}
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if r.Oneway || (r.Status != RPCDelivered && r.Status != RPCSent) || e.now().UnixMilli() >= r.ExpirationTime {
-		e.cfg.Logger.Debug("stale RPC reply ignored", "device", deviceID, "requestId", reqID)
-		return nil
-	}
-	r.Reply = slices.Clone(body)
-	r.Status = RPCSuccessful
-	if len(body) > 0 && !json.Valid(body) {
-		r.Status = RPCFailed
-	}
-	if err := e.putRPC(ctx, r); err != nil {
-		return err
-	}
-	if !r.Persistent {
-		e.publishPush(ctx, rpcDoneTopic(r.ID), nil)
-	}
-	return nil
 }
 
 // persistentRPC loads a persistent RPC whose device p may see.

@@ -446,3 +446,69 @@ func TestPersistentRPCTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRPCWritesOverWhatTheyRead: a poll delivering a persistent RPC that an
+// admin deletes meanwhile neither delivers it nor brings it back, nor does a
+// device's reply landing after a delete; a claim left by a poll that died
+// before writing the RPC delivered is taken over once stale.
+func TestRPCWritesOverWhatTheyRead(t *testing.T) {
+	te := newTestEngine(t)
+	clock := te.fakeClock()
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	send := func() uuid.UUID {
+		t.Helper()
+		req := persistentReq("m", "")
+		exp := clock.now().Add(time.Hour).UnixMilli()
+		req.ExpirationTime = &exp
+		res, err := te.CallRPC(ctx, admin, dev, false, req)
+		if err != nil || res.Outcome != RPCPersisted {
+			t.Fatalf("persistent call: %+v %v", res, err)
+		}
+		return res.ID
+	}
+	gone := func(id uuid.UUID) {
+		t.Helper()
+		if _, err := te.store.Get(ctx, kindRPC, id); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("deleted RPC %s is back: %v", id, err)
+		}
+	}
+	overtake := te.overtaker()
+
+	id := send()
+	overtake(func() { wantCode(t, te.DeletePersistentRPC(ctx, admin, id), 0) })
+	if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+		t.Fatalf("an RPC deleted while a poll took it was delivered: %s %v", body, err)
+	}
+	gone(id)
+
+	id = send()
+	reqID, _, _ := te.pollRPC(t, dev)
+	overtake(func() { wantCode(t, te.DeletePersistentRPC(ctx, admin, id), 0) })
+	if err := te.ReplyRPC(ctx, dev, reqID, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	gone(id)
+
+	// A claim whose poll died: the RPC waits while it is fresh, then goes out.
+	id = send()
+	r, err := getRecord[rpcRecord](ctx, te.Engine, kindRPC, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := te.claimRPC(ctx, r); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
+		t.Fatalf("delivered past a fresh claim: %s", body)
+	}
+	clock.advance(rpcClaimStale)
+	if _, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); !ok {
+		t.Fatal("an RPC behind a stale claim was not delivered")
+	}
+	got, err := te.GetPersistentRPC(ctx, admin, id)
+	if err != nil || got.Status != RPCDelivered {
+		t.Fatalf("after the take-over: %+v %v", got, err)
+	}
+}
