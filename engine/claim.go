@@ -138,6 +138,10 @@ func (e *Engine) claimingAllowed(ctx context.Context, device uuid.UUID) (bool, e
 	return len(attrs) == 1 && attrs[0].Value.Type == kv.Bool && attrs[0].Value.Bool, nil
 }
 
+// errClaimedMeanwhile stops a claim of a device assigned since the claimer
+// looked.
+var errClaimedMeanwhile = errors.New("device assigned meanwhile")
+
 // ClaimDevice lets a customer user claim the device of that name in its tenant
 // with secretKey. An unknown name is ErrNotFound. The result is ClaimClaimed when
 // the device already belongs to a customer; ClaimFailure when no window is open,
@@ -179,7 +183,18 @@ func (e *Engine) ClaimDevice(ctx context.Context, p *Principal, deviceName, secr
 	if !valid {
 		return &ClaimResult{Response: ClaimFailure}, nil
 	}
-	if d, err = e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, p.CustomerID)); err != nil {
+	// Only onto a device still unassigned: a claimingData window is not used
+	// up, and a claim or an assignment on another node may have come first.
+	d, err = e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, p.CustomerID), func(d *Device) error {
+		if !isNull(d.CustomerID.ID) {
+			return errClaimedMeanwhile
+		}
+		return nil
+	})
+	if errors.Is(err, errClaimedMeanwhile) {
+		return &ClaimResult{Response: ClaimClaimed}, nil
+	}
+	if err != nil {
 		return nil, notFound(err)
 	}
 	if _, err := e.store.DeleteAttributes(ctx, d.UUID(), storage.ServerScope, []string{claimingAllowedKey, claimingDataKey}); err != nil {
@@ -242,7 +257,13 @@ func (e *Engine) ReclaimDevice(ctx context.Context, p *Principal, deviceName str
 	if isNull(d.CustomerID.ID) {
 		return nil
 	}
-	if _, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID)); err != nil {
+	_, err = e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID), func(d *Device) error {
+		if p.Authority == CustomerUser && d.CustomerID.ID != p.CustomerID {
+			return ErrPermissionDenied // reassigned meanwhile: no longer the user's to give back
+		}
+		return nil
+	})
+	if err != nil {
 		return notFound(err)
 	}
 	if !e.cfg.ClaimNotByDefault {

@@ -274,3 +274,33 @@ func TestDeleteDeviceDropsClaim(t *testing.T) {
 		t.Fatalf("claim of a deleted device: %v", err)
 	}
 }
+
+// TestClaimRace: two customers claiming one device through its claimingData
+// (a window nothing uses up) at once: the claim that writes second sees the
+// device assigned and answers CLAIMED, and the first customer keeps it. Same for
+// a claim overtaken by an admin's assignment.
+func TestClaimRace(t *testing.T) {
+	f := newClaimFixture(t)
+	ctx := context.Background()
+	exp := strconv.FormatInt(f.clock.UnixMilli()+60_000, 10)
+	f.saveServer(t, claimingDataKey, kv.JSONValue(`{"secretKey":"srv","expirationTime":`+exp+`}`))
+	overtake := f.overtaker()
+	overtake(func() { f.claim(t, f.othr, "srv", ClaimSuccess) })
+	f.claim(t, f.cust, "srv", ClaimClaimed)
+	if got := f.customerOf(t); got != f.othr.CustomerID.String() {
+		t.Fatalf("device of %s, want the first claimer's %s", got, f.othr.CustomerID)
+	}
+
+	g := newClaimFixture(t)
+	g.register(t, "dev", 0, 0)
+	overtake = g.overtaker()
+	overtake(func() {
+		if _, err := g.AssignDevice(ctx, g.admin, g.othr.CustomerID, g.dev.UUID()); err != nil {
+			t.Error(err)
+		}
+	})
+	g.claim(t, g.cust, "dev", ClaimClaimed)
+	if got := g.customerOf(t); got != g.othr.CustomerID.String() {
+		t.Fatalf("device of %s, want the admin's choice %s", got, g.othr.CustomerID)
+	}
+}

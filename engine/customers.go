@@ -113,7 +113,7 @@ func (e *Engine) removeCustomer(ctx context.Context, c *Customer) error {
 	}
 	for _, d := range devices {
 		if d.CustomerID.ID == c.ID.ID {
-			_, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID))
+			_, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID), nil)
 			if err != nil && !errors.Is(err, storage.ErrNotFound) { // deleted meanwhile: nothing to unassign
 				return err
 			}

@@ -298,18 +298,26 @@ func (e *Engine) setDeviceCustomer(ctx context.Context, p *Principal, deviceID u
 	if isNull(customer.ID) && isNull(d.CustomerID.ID) {
 		return nil, errDeviceNotAssigned
 	}
-	d, err = e.putDeviceCustomer(ctx, deviceID, customer)
+	d, err = e.putDeviceCustomer(ctx, deviceID, customer, nil)
 	return d, notFound(err)
 }
 
 // putDeviceCustomer assigns the stored device to customer, over its latest
 // version (read again when another write overtakes this one; a deleted device
-// stays deleted: storage.ErrNotFound), and evicts its cached token.
-func (e *Engine) putDeviceCustomer(ctx context.Context, id uuid.UUID, customer EntityID) (*Device, error) {
+// stays deleted: storage.ErrNotFound), and evicts its cached token. check, when
+// not nil, vets that version first; its error is returned as it is.
+func (e *Engine) putDeviceCustomer(ctx context.Context, id uuid.UUID, customer EntityID, check func(*Device) error) (*Device, error) {
 	for range maxReplaceTries {
 		d, prev, err := loadRecord[Device](ctx, e, kindDevice, id)
 		if err != nil {
 			return nil, err
+		}
+		if check != nil {
+			// On the version about to be replaced: what the caller decided on
+			// may have changed since it looked (a claim on another node).
+			if err := check(d); err != nil {
+				return nil, err
+			}
 		}
 		d.CustomerID = customer
 		d.Version++
