@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -45,10 +47,28 @@ var demoNamespace = uuid.MustParse("5b0f7c9e-3a43-4e0c-9d0e-6f1f2b8f1a57")
 
 func demoID(name string) uuid.UUID { return uuid.NewSHA1(demoNamespace, []byte(name)) }
 
+// firstPassword derives the system administrator's first password from the JWT
+// signing key: the nodes of a cluster share the key, so nodes starting together
+// on an empty store all print the one that works, whichever writes last (a
+// random one per node let each print its own). Whoever holds the key can sign a
+// system administrator's token anyway. A node without a configured key signs
+// with a random one, which makes this random too.
+func firstPassword(signingKey []byte) string {
+	mac := hmac.New(sha256.New, signingKey)
+	mac.Write([]byte("sluice: first password of sysadmin@thingsboard.org"))
+	sum := mac.Sum(nil)
+	out := make([]byte, 16)
+	for i := range out {
+		// 16 of 32 bytes, each mod 62: slightly uneven, still about 95 bits.
+		out[i] = alphanumeric[sum[i]%62]
+	}
+	return string(out)
+}
+
 // Bootstrap prepares storage for a node and may run on every start. It ensures
 // the system administrator exists: its password is sysadminPassword, else
-// "sysadmin" with demo, else 16 random characters returned in the result; an
-// existing account is never changed. With demo it creates, once, tenant "Tenant"
+// "sysadmin" with demo, else 16 characters derived from the JWT signing key
+// (firstPassword) returned in the result; an existing account is never changed. With demo it creates, once, tenant "Tenant"
 // (admin tenant@thingsboard.org / tenant) with its default profile, "Customer A"
 // (user customer@thingsboard.org / customer), the tenant-owned "Demo Device" with
 // token DHT11_DEMO_TOKEN and "Customer Device" of Customer A with token
@@ -60,7 +80,7 @@ func (e *Engine) Bootstrap(ctx context.Context, demo bool, sysadminPassword stri
 	if password == "" && demo {
 		password = demoSysadminPassword
 	} else if password == "" {
-		password, generated = randomString(16), true
+		password, generated = firstPassword(e.cfg.JWTSigningKey), true
 	}
 	sysadmin := &User{
 		Email:      SysadminEmail,

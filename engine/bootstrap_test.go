@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -111,6 +112,46 @@ func TestBootstrapGeneratedPassword(t *testing.T) {
 	}
 	if _, err := lookupRecord[User](ctx, e, kindUser, emailKey(DemoTenantAdminEmail)); err == nil {
 		t.Fatal("demo users without demo")
+	}
+}
+
+// TestBootstrapConcurrentNodes: nodes sharing a signing key and starting
+// together on an empty store may each think they created the system
+// administrator; whichever password they print, it is the one that works.
+func TestBootstrapConcurrentNodes(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	cfg := Config{BcryptCost: bcrypt.MinCost, JWTSigningKey: []byte("shared-signing-key-0123456789abcdef")}
+	nodes := []*Engine{New(db, cfg), New(db, cfg), New(db, cfg)}
+	printed := make([]string, len(nodes))
+	var wg sync.WaitGroup
+	for i, e := range nodes {
+		wg.Go(func() {
+			res, err := e.Bootstrap(ctx, false, "")
+			if err != nil {
+				t.Error(err)
+			}
+			printed[i] = res.GeneratedPassword
+		})
+	}
+	wg.Wait()
+	for i, pw := range printed {
+		if pw == "" {
+			continue
+		}
+		if _, _, err := nodes[0].Login(ctx, SysadminEmail, pw); err != nil {
+			t.Fatalf("node %d printed %q, which does not log in: %v", i, pw, err)
+		}
+	}
+	if printed[0]+printed[1]+printed[2] == "" {
+		t.Fatal("no node printed the password")
+	}
+	if other := firstPassword([]byte("another key")); other == firstPassword(cfg.JWTSigningKey) || len(other) != 16 {
+		t.Fatalf("first password %q", other)
 	}
 }
 
