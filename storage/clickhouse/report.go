@@ -544,7 +544,11 @@ func bucketSQL(b storage.Bucket, w string, least int64) string {
 	return "toInt64(0)"
 }
 
-// quote is s as a ClickHouse string literal.
+// quote is s as a ClickHouse string literal. A question mark goes as \x3F:
+// the query also has ? placeholders, and clickhouse-go's binding, which reads
+// the whole text, turns \? into ? even inside a literal.
 func quote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	return "'" + quoter.Replace(s) + "'"
 }
+
+var quoter = strings.NewReplacer(`\`, `\\`, `'`, `\'`, `?`, `\x3F`)

@@ -23,6 +23,23 @@ func RunReport(t *testing.T, open func(t *testing.T) storage.Backend) {
 	t.Run("HandChecked", func(t *testing.T) { testReportHand(t, open) })
 	t.Run("EveryBucket", func(t *testing.T) { testReportBuckets(t, open) })
 	t.Run("Deletes", func(t *testing.T) { testReportDeletes(t, open) })
+	t.Run("KeyNames", func(t *testing.T) { testReportKeyNames(t, open) })
+}
+
+// testReportKeyNames: keys with quotes, backslashes, question marks (the
+// ClickHouse store's SQL has ? placeholders) and non-ASCII letters report as
+// any other key.
+func testReportKeyNames(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	keys := []string{`a\?`, `b?`, `c'd`, `$1`, `e\`, `Grüße`, `f\'?`}
+	var pts []repPoint
+	for i, k := range keys {
+		pts = append(pts, repPoint{repDev[i%3], kv.Entry{Ts: repStart + int64(i)*60_000, Key: k, Value: kv.LongValue(int64(i + 1))}})
+	}
+	writeReportFixture(t, b, pts)
+	q := repQuery(storage.Bucket{Unit: storage.BucketDay})
+	q.Keys = keys
+	checkRows(t, "odd key names", report(t, b, q), expectRows(q, pts))
 }
 
 // The report fixture: Europe/Kyiv around the end of DST on 2024-10-27, when
