@@ -21,12 +21,27 @@ type reportKey struct {
 	bucket int64
 }
 
+// uniqKey is a value as UNIQ tells values apart: a Double by its bits, as
+// ClickHouse's uniqExact does (0.0 and -0.0 are two values), where kv.Value's
+// == would take them for one.
+type uniqKey struct {
+	typ  kv.Type
+	b    bool
+	n    int64
+	bits uint64
+	s    string
+}
+
+func uniqOf(v kv.Value) uniqKey {
+	return uniqKey{typ: v.Type, b: v.Bool, n: v.Long, bits: math.Float64bits(v.Double), s: v.Str}
+}
+
 // partial is the aggregate of one (group, key, bucket) over some devices; two
 // partials of disjoint device sets merge into the aggregate of both.
 type partial struct {
 	count, numCount int64
 	sum, min, max   float64
-	uniq            map[kv.Value]struct{}
+	uniq            map[uniqKey]struct{}
 	latest          kv.Value
 	latestTs        int64
 	latestDev       uuid.UUID
@@ -154,9 +169,9 @@ func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.U
 		cur.latest, cur.latestTs, cur.latestDev = v, ts, dev
 		if wantUniq {
 			if cur.uniq == nil {
-				cur.uniq = map[kv.Value]struct{}{}
+				cur.uniq = map[uniqKey]struct{}{}
 			}
-			cur.uniq[v] = struct{}{}
+			cur.uniq[uniqOf(v)] = struct{}{}
 		}
 		if n, ok := v.Numeric(); ok {
 			if cur.numCount == 0 {

@@ -28,7 +28,7 @@ func RunReport(t *testing.T, open func(t *testing.T) storage.Backend) {
 
 // testReportKeyNames: keys with quotes, backslashes, question marks (the
 // ClickHouse store's SQL has ? placeholders) and non-ASCII letters report as
-// any other key.
+// any other key; UNIQ counts 0.0 and -0.0 as two values.
 func testReportKeyNames(t *testing.T, open func(t *testing.T) storage.Backend) {
 	b := open(t)
 	keys := []string{`a\?`, `b?`, `c'd`, `$1`, `e\`, `Grüße`, `f\'?`}
@@ -36,6 +36,9 @@ func testReportKeyNames(t *testing.T, open func(t *testing.T) storage.Backend) {
 	for i, k := range keys {
 		pts = append(pts, repPoint{repDev[i%3], kv.Entry{Ts: repStart + int64(i)*60_000, Key: k, Value: kv.LongValue(int64(i + 1))}})
 	}
+	// And UNIQ tells 0.0 from -0.0, as ClickHouse's uniqExact does.
+	pts = append(pts, repPoint{repDev[0], kv.Entry{Ts: repStart + 1000, Key: keys[0], Value: kv.DoubleValue(0)}},
+		repPoint{repDev[1], kv.Entry{Ts: repStart + 2000, Key: keys[0], Value: kv.DoubleValue(math.Copysign(0, -1))}})
 	writeReportFixture(t, b, pts)
 	q := repQuery(storage.Bucket{Unit: storage.BucketDay})
 	q.Keys = keys
@@ -211,7 +214,7 @@ func expectRows(q storage.ReportQuery, pts []repPoint) []storage.ReportRow {
 		dev uuid.UUID
 	}
 	rows := map[rk]*storage.ReportRow{}
-	uniq := map[rk]map[kv.Value]bool{}
+	uniq := map[rk]map[string]bool{} // by type and text: 0.0 and -0.0 are two values, as in ClickHouse
 	first, last := map[dk]repPoint{}, map[dk]repPoint{}
 	latestDev := map[rk]uuid.UUID{}
 	sorted := slices.Clone(pts)
@@ -225,10 +228,10 @@ func expectRows(q storage.ReportQuery, pts []repPoint) []storage.ReportRow {
 		r := rows[k]
 		if r == nil {
 			r = &storage.ReportRow{Group: g, Key: p.Key, Bucket: k.b}
-			rows[k], uniq[k] = r, map[kv.Value]bool{}
+			rows[k], uniq[k] = r, map[string]bool{}
 		}
 		r.Count++
-		uniq[k][p.Value] = true
+		uniq[k][formatValue(p.Value)] = true
 		if r.Count == 1 || p.Ts > r.LatestTs || (p.Ts == r.LatestTs && p.dev.String() > latestDev[k].String()) {
 			r.Latest, r.LatestTs, latestDev[k] = p.Value, p.Ts, p.dev
 		}
