@@ -59,17 +59,14 @@ func (s *Server) postClientRPC(ctx *fasthttp.RequestCtx) {
 // string; params may be any JSON and absent means null (nil). Unknown fields are
 // ignored. Nesting and keys per object past lim are refused, as for telemetry.
 func parseClientRPC(body []byte, lim codec.Limits) (method string, params []byte, err error) {
-	// The limits first, with strict JSON: sonic lets raw control characters
-	// through in strings, and params go on to a strict JSON.parse. What
-	// CheckJSON passes is valid JSON; json.Valid decides only for what it
-	// refused without a limit (it is also strict on UTF-8, json.Valid is not).
+	// Strict JSON first, with the limits: sonic lets raw control characters
+	// and invalid UTF-8 through in strings, and params go on to a strict
+	// JSON.parse. Only what CheckJSON passes is parsed.
 	if err := codec.CheckJSON(body, lim); err != nil {
 		if ce := (*codec.Error)(nil); errors.As(err, &ce) && ce.Limit {
 			return "", nil, errClientRPC(ce.Msg)
 		}
-		if !json.Valid(body) {
-			return "", nil, errClientRPC("the body must be a JSON object")
-		}
+		return "", nil, errClientRPC("the body must be a JSON object")
 	}
 	var req map[string]json.RawMessage
 	if sonic.Unmarshal(body, &req) != nil || req == nil {

@@ -41,6 +41,9 @@ func TestParseClientRPC(t *testing.T) {
 	f(`{"method":""}`, "", "", "method must be a non-empty string")
 	f(`{"method":7}`, "", "", "method must be a non-empty string")
 	f(`{"method":null}`, "", "", "method must be a non-empty string")
+	// Strict UTF-8, as on every other route.
+	f("{\"method\":\"x\",\"params\":\"\xc0\xaf\"}", "", "", "must be a JSON object")
+	f("{\"\xff\":1,\"method\":\"x\"}", "", "", "must be a JSON object")
 }
 
 func FuzzParseClientRPC(f *testing.F) {
