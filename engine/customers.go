@@ -50,6 +50,12 @@ func (e *Engine) putCustomer(ctx context.Context, c *Customer) (*Customer, error
 	if err := checkLengths("title", c.Title); err != nil {
 		return nil, err
 	}
+	if c.Email != "" {
+		// Contact details, not a login: checked as ThingsBoard checks them.
+		if err := checkEmail(c.Email); err != nil {
+			return nil, err
+		}
+	}
 	c.Name = c.Title
 	err := e.putRecord(ctx, kindCustomer, c.ID.ID, c.TenantID.ID, c, customerTitleKey(c.TenantID.ID, c.Title))
 	if errors.Is(err, storage.ErrConflict) {

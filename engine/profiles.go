@@ -150,6 +150,11 @@ func (e *Engine) SaveDeviceProfile(ctx context.Context, p *Principal, in *Device
 		return nil, Errorf(CodeBadRequestParams, "Invalid provision type %q: expected one of %s, %s, %s, %s",
 			in.ProvisionType, ProvisionDisabled, ProvisionAllowCreate, ProvisionCheckPre, ProvisionX509Chain)
 	}
+	switch in.TransportType { // ThingsBoard's DeviceTransportType
+	case "", "DEFAULT", "MQTT", "COAP", "LWM2M", "SNMP":
+	default:
+		return nil, Errorf(CodeBadRequestParams, "Invalid transport type %q: expected one of DEFAULT, MQTT, COAP, LWM2M, SNMP", in.TransportType)
+	}
 	dp := *in
 	dp.TenantID = newEntityID(EntityTenant, p.TenantID)
 	if in.ID.ID != uuid.Nil {

@@ -52,6 +52,11 @@ func (e *Engine) putTenant(ctx context.Context, t *Tenant) (*Tenant, error) {
 	if err := checkLengths("title", t.Title); err != nil {
 		return nil, err
 	}
+	if t.Email != "" {
+		if err := checkEmail(t.Email); err != nil {
+			return nil, err
+		}
+	}
 	t.Name = t.Title
 	if t.Region == "" {
 		t.Region = "Global"

@@ -113,10 +113,11 @@ func checkEmail(email string) error {
 		return errUserEmailBlank
 	}
 	local, domain, ok := strings.Cut(email, "@")
-	if !ok || local == "" || domain == "" || strings.ContainsAny(email, " \t\r\n") || strings.Contains(domain, "@") {
+	if !ok || local == "" || domain == "" || strings.ContainsFunc(email, func(r rune) bool { return r == ' ' || isControl(r) }) ||
+		strings.Contains(domain, "@") {
 		return Errorf(CodeBadRequestParams, "Invalid email address format '%s'!", email)
 	}
-	return nil
+	return checkLengths("email", email)
 }
 
 // createUser stores a new user and its credentials. With a password the user is

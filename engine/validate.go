@@ -1,18 +1,29 @@
 package engine
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
-// maxFieldLen is ThingsBoard's limit on names, titles, types and labels
-// (@Length on its entities: 255 characters).
+// maxFieldLen is ThingsBoard's limit on names, titles, types, labels and
+// e-mail addresses (@Length on its entities: 255 characters).
 const maxFieldLen = 255
 
 // checkLengths refuses a field longer than maxFieldLen characters with
-// ThingsBoard's validation message. Pairs are field name, value.
+// ThingsBoard's validation message, and one holding a control character (a NUL
+// in a device name breaks every export and log line that shows it; ThingsBoard's
+// PostgreSQL refuses it with a 500). Pairs are field name, value.
 func checkLengths(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if utf8.RuneCountInString(pairs[i+1]) > maxFieldLen {
 			return Errorf(CodeBadRequestParams, "Validation error: %s length must be equal or less than %d", pairs[i], maxFieldLen)
 		}
+		if strings.ContainsFunc(pairs[i+1], isControl) {
+			return Errorf(CodeBadRequestParams, "Validation error: %s must not contain control characters", pairs[i])
+		}
 	}
 	return nil
 }
+
+// isControl reports the C0 controls and DEL.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -365,6 +365,14 @@ func (s *Server) saveAttributes(ctx *fasthttp.RequestCtx, p *engine.Principal, e
 }
 
 func (s *Server) postTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if ttl := pathParam(ctx, "ttl"); ttl != "" {
+		// ThingsBoard's Long ttl: a number, or 400. Sluice keeps history without
+		// a per-write TTL, so its value is not used.
+		if _, err := strconv.ParseInt(ttl, 10, 64); err != nil {
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid ttl: "+ttl)
+			return
+		}
+	}
 	id, tenantID, ok := s.entity(ctx, p, pathParam(ctx, "entityType"), pathParam(ctx, "entityId"), true)
 	if !ok {
 		return
