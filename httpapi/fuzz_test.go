@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,8 +145,10 @@ func FuzzQueryParams(f *testing.F) {
 			t.Fatalf("requiredParam title of %q: %q", query, v)
 		}
 
-		if boolParam(&ctx, "useStrictDataTypes", false) != (string(args.Peek("useStrictDataTypes")) == "true") {
-			t.Fatalf("boolParam of %q", query)
+		if b, ok := boolParam(&ctx, "useStrictDataTypes", false); !ok {
+			checkRefused(t, &ctx, "boolParam")
+		} else if checkUntouched(t, &ctx, "boolParam"); b != slices.Contains([]string{"true", "on", "yes", "1"}, strings.ToLower(string(args.Peek("useStrictDataTypes")))) {
+			t.Fatalf("boolParam of %q: %v", query, b)
 		}
 
 		if agg, ok := engine.ParseAgg(string(args.Peek("agg"))); ok && (agg < storage.AggNone || agg > storage.AggCount) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -77,12 +78,20 @@ func int64Param(ctx *fasthttp.RequestCtx, name string, def int64) (int64, bool) 
 	return n, true
 }
 
-func boolParam(ctx *fasthttp.RequestCtx, name string, def bool) bool {
+func boolParam(ctx *fasthttp.RequestCtx, name string, def bool) (bool, bool) {
 	v := ctx.QueryArgs().Peek(name)
 	if len(v) == 0 {
-		return def
+		return def, true
 	}
-	return string(v) == "true"
+	// Spring's words for a boolean; anything else is a 400, not false.
+	switch strings.ToLower(string(v)) {
+	case "true", "on", "yes", "1":
+		return true, true
+	case "false", "off", "no", "0":
+		return false, true
+	}
+	writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid "+name+": "+string(v)+" (true or false)")
+	return false, false
 }
 
 // getTimeseries answers latest values, or history when startTs and endTs are given
@@ -94,7 +103,10 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 	args := ctx.QueryArgs()
 	keys := keysParam(args)
-	strict := boolParam(ctx, "useStrictDataTypes", false)
+	strict, ok := boolParam(ctx, "useStrictDataTypes", false)
+	if !ok {
+		return
+	}
 	history := args.Has("startTs") || args.Has("endTs") || len(ctx.Path()) > 8 && string(ctx.Path()[len(ctx.Path())-8:]) == "/history"
 	if !history {
 		latest, err := s.eng.LatestTelemetry(s.ctx, id, keys)
@@ -425,13 +437,18 @@ func (s *Server) deleteTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal)
 	if !ok {
 		return
 	}
-	q := storage.DeleteQuery{
-		EntityID:      id,
-		Keys:          keysParam(ctx.QueryArgs()),
-		DeleteLatest:  boolParam(ctx, "deleteLatest", true),
-		RewriteLatest: boolParam(ctx, "rewriteLatestIfDeleted", false),
+	q := storage.DeleteQuery{EntityID: id, Keys: keysParam(ctx.QueryArgs())}
+	all := false
+	for _, b := range []struct {
+		name string
+		def  bool
+		dst  *bool
+	}{{"deleteLatest", true, &q.DeleteLatest}, {"rewriteLatestIfDeleted", false, &q.RewriteLatest}, {"deleteAllDataForKeys", false, &all}} {
+		if *b.dst, ok = boolParam(ctx, b.name, b.def); !ok {
+			return
+		}
 	}
-	if boolParam(ctx, "deleteAllDataForKeys", false) {
+	if all {
 		q.StartTs, q.EndTs = math.MinInt64, math.MaxInt64
 	} else {
 		if !ctx.QueryArgs().Has("startTs") || !ctx.QueryArgs().Has("endTs") {
