@@ -232,6 +232,8 @@ func TestHostileRequests(t *testing.T) {
 	f(400, "DELETE", rest+"/SERVER_SCOPE", "", auth)
 	f(400, "DELETE", rest+"/timeseries/delete", "", auth)
 	f(400, "GET", "/api/plugins/telemetry/DEVICE/not-a-uuid/values/timeseries?keys=a", "", auth)
+	f(400, "GET", "/api/plugins/telemetry/DEVICE/urn:uuid:"+devID+"/values/timeseries?keys=a", "", auth)
+	f(400, "GET", "/api/plugins/telemetry/DEVICE/"+strings.ReplaceAll(devID, "-", "")+"/values/timeseries?keys=a", "", auth)
 	f(400, "GET", "/api/plugins/telemetry/SPACESHIP/"+devID+"/values/timeseries?keys=a", "", auth)
 	f(404, "GET", "/api/no/such/path", "")
 	f(405, "PUT", tel, `{"a":1}`)

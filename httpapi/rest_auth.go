@@ -13,7 +13,9 @@ import (
 // change and activation (compat §7.2–7.4), and the API key routes.
 func (s *Server) authRoutes(r *router.Router) {
 	r.POST("/api/auth/login", s.login)
-	r.GET("/api/auth/login", methodNotSupported)
+	for _, m := range []string{fasthttp.MethodGet, fasthttp.MethodPut, fasthttp.MethodDelete, fasthttp.MethodPatch} {
+		r.Handle(m, "/api/auth/login", methodNotSupported) // ThingsBoard's filter: 401 for any but POST
+	}
 	r.POST("/api/auth/token", s.refreshToken)
 	r.GET("/api/auth/user", s.authed(s.currentUser))
 	r.POST("/api/auth/logout", s.authed(s.logout))

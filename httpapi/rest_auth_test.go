@@ -32,7 +32,9 @@ func TestLoginAndRefresh(t *testing.T) {
 	login(map[string]string{"username": "", "password": "x"}, 401, "Authentication failed")
 	login("{not json", 401, "Authentication failed")
 	login(nil, 401, "Authentication failed")
-	n.expect("GET", "/api/auth/login", "", nil, 401, "Authentication method not supported")
+	for _, m := range []string{"GET", "PUT", "DELETE", "PATCH"} {
+		n.expect(m, "/api/auth/login", "", nil, 401, "Authentication method not supported")
+	}
 
 	refresh := func(body any, status int, msg string) []byte {
 		t.Helper()

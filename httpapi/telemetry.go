@@ -42,9 +42,9 @@ func (s *Server) telemetryRoutes(r *router.Router) {
 // entity resolves the {entityType}/{entityId} of the path, checks access, and
 // returns the entity's id and its tenant's.
 func (s *Server) entity(ctx *fasthttp.RequestCtx, p *engine.Principal, entityType, rawID string, write bool) (id, tenantID uuid.UUID, ok bool) {
-	id, err := uuid.Parse(rawID)
+	id, err := engine.ParseID(rawID) // the 36-character form only, as on every other route
 	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid UUID string: "+rawID)
+		s.fail(ctx, err)
 		return uuid.Nil, uuid.Nil, false
 	}
 	if tenantID, err = s.eng.AuthorizeEntity(s.ctx, p, entityType, id, write); err != nil {
