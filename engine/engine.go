@@ -100,6 +100,8 @@ type Engine struct {
 	limits limitState
 	// sweeps deletes deleted devices' data once more, after stragglers (see sweep.go).
 	sweeps sweeper
+	// resync wakes RPC waits when notifications may have been lost (see evict.go).
+	resync resync
 }
 
 // New returns an engine over store.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -48,6 +49,33 @@ func (e *Engine) DropCaches() {
 	e.users.clear()
 	e.apiKeys.clear()
 	e.limits.tenants.clear()
+	e.resync.fire()
+}
+
+// resync wakes the waits that rely on notifications (RPC polls and calls) when
+// some may have been lost: each looks again at what it waits for.
+type resync struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed at the next fire.
+func (r *resync) wait() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
+}
+
+func (r *resync) fire() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
+	}
 }
 
 func (e *Engine) publishEviction(kind byte, key string) {

@@ -258,9 +258,15 @@ func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, 
 
 	t := time.NewTimer(time.UnixMilli(r.ExpirationTime).Add(rpcReplyGrace).Sub(e.now()))
 	defer t.Stop()
+	lost := e.resync.wait()
 	for {
 		select {
 		case <-done:
+			if res, final, err := e.rpcOutcome(store, r.ID, false); err != nil || final {
+				return res, err
+			}
+		case <-lost: // the notifier resubscribed: the outcome may have come meanwhile
+			lost = e.resync.wait()
 			if res, final, err := e.rpcOutcome(store, r.ID, false); err != nil || final {
 				return res, err
 			}
@@ -462,12 +468,14 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
+		lost := e.resync.wait()
 		body, err := e.takeRPC(store, deviceID)
 		if err != nil || body != nil {
 			return body, body != nil, err
 		}
 		select {
 		case <-wake:
+		case <-lost: // the notifier resubscribed: an RPC may have been queued meanwhile
 		case why := <-gone:
 			if why == deviceDeleted {
 				return nil, false, ErrDeviceDeleted

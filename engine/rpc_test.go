@@ -512,3 +512,77 @@ func TestRPCWritesOverWhatTheyRead(t *testing.T) {
 		t.Fatalf("after the take-over: %+v %v", got, err)
 	}
 }
+
+// mutableNotifier loses every message published while muted, as a node's bus
+// connection does while it is down.
+type mutableNotifier struct {
+	notify.Notifier
+	muted atomic.Bool
+}
+
+func (m *mutableNotifier) Publish(ctx context.Context, topic string, msg []byte) error {
+	if m.muted.Load() {
+		return nil
+	}
+	return m.Notifier.Publish(ctx, topic, msg)
+}
+
+// TestRPCWaitsResync: an RPC queued while the notifier lost messages reaches
+// the device's open poll once the notifier has resubscribed (DropCaches), not
+// at the poll's end; a call waiting for a reply lost the same way gets it.
+func TestRPCWaitsResync(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	bus := &mutableNotifier{Notifier: notify.NewLocal()}
+	e := New(db, Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost, Notifier: bus})
+	t.Cleanup(func() { e.Close(context.Background()) })
+	res, err := e.Bootstrap(context.Background(), true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	te := &testEngine{Engine: e, demo: res}
+	admin, dev, ctx := te.tenantAdmin(t), te.demo.DemoDeviceID, context.Background()
+
+	polled := make(chan pollResult, 1)
+	go func() {
+		body, ok, err := te.WaitRPC(ctx, dev, time.Minute)
+		polled <- pollResult{body, ok, err}
+	}()
+	for te.OpenPolls() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	bus.muted.Store(true)
+	if _, err := te.CallRPC(ctx, admin, dev, true, persistentReq("lost", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	bus.muted.Store(false)
+	te.DropCaches()
+	select {
+	case r := <-polled:
+		if !r.ok || !strings.Contains(string(r.body), "lost") {
+			t.Fatalf("poll after a resync: %s %v %v", r.body, r.ok, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll did not look again after the resync")
+	}
+
+	call := te.startCall(admin, dev, false, rpcReq("ask", `{}`))
+	reqID, _, _ := te.pollRPC(t, dev)
+	bus.muted.Store(true)
+	if err := te.ReplyRPC(ctx, dev, reqID, []byte(`{"ok":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	bus.muted.Store(false)
+	te.DropCaches()
+	select {
+	case r := <-call:
+		if r.err != nil || r.res.Outcome != RPCDone || string(r.res.Reply) != `{"ok":1}` {
+			t.Fatalf("call after a resync: %+v %v", r.res, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not look again after the resync")
+	}
+}
