@@ -44,11 +44,19 @@ func checkNewPassword(pw string) error {
 // putCreds stores user credentials with the hash of a pending activation token as
 // their unique value.
 func (e *Engine) putCreds(ctx context.Context, c *userCredentials) error {
+	return e.writeCreds(ctx, c, nil)
+}
+
+// writeCreds stores c: with Put, or over the version read as *prev (Replace):
+// storage.ErrChanged when another change came between (a second use of one
+// activation link, a link regenerated as the account was activated, two
+// password changes at once), storage.ErrNotFound when the user was deleted.
+func (e *Engine) writeCreds(ctx context.Context, c *userCredentials, prev *[]byte) error {
 	var unique []string
 	if c.ActivateTokenHash != "" {
 		unique = append(unique, activateTokenKey(c.ActivateTokenHash))
 	}
-	return e.putRecord(ctx, kindUserCreds, c.UserID, c.TenantID, c, unique...)
+	return e.writeRecord(ctx, kindUserCreds, c.UserID, c.TenantID, prev, c, unique)
 }
 
 // ChangePassword replaces the caller's password after checking the current one
@@ -64,7 +72,7 @@ func (e *Engine) ChangePassword(ctx context.Context, p *Principal, current, next
 	if err != nil {
 		return "", "", notFound(err)
 	}
-	creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, p.UserID)
+	creds, prev, err := loadRecord[userCredentials](ctx, e, kindUserCreds, p.UserID)
 	if err != nil {
 		return "", "", notFound(err)
 	}
@@ -87,8 +95,8 @@ func (e *Engine) ChangePassword(ctx context.Context, p *Principal, current, next
 	// iat has whole seconds: tokens of this second may predate the change, so the
 	// new ones start at the next second (issueTokens never issues before it).
 	creds.TokensValidFrom = e.now().Unix() + 1
-	if err := e.putCreds(ctx, creds); err != nil {
-		return "", "", err
+	if err := e.writeCreds(ctx, creds, &prev); err != nil {
+		return "", "", changedOrGone(err)
 	}
 	e.evictUserEverywhere(p.UserID)
 	return e.issueTokens(u, true, creds.TokensValidFrom)
@@ -108,9 +116,10 @@ func (e *Engine) ActivationToken(ctx context.Context, p *Principal, userID uuid.
 	if !canManageUser(p, u) {
 		return "", ErrPermissionDenied
 	}
-	creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, userID)
+	creds, data, err := loadRecord[userCredentials](ctx, e, kindUserCreds, userID)
+	prev := &data
 	if errors.Is(err, storage.ErrNotFound) { // an interrupted create
-		creds, err = &userCredentials{UserID: userID, TenantID: orNull(u.TenantID.ID)}, nil
+		creds, prev, err = &userCredentials{UserID: userID, TenantID: orNull(u.TenantID.ID)}, nil, nil
 	}
 	if err != nil {
 		return "", err
@@ -121,8 +130,10 @@ func (e *Engine) ActivationToken(ctx context.Context, p *Principal, userID uuid.
 	token := randomString(32)
 	creds.ActivateTokenHash = sha256Hex(token)
 	creds.ActivateExpires = e.now().Add(e.cfg.ActivationTTL).UnixMilli()
-	if err := e.putCreds(ctx, creds); err != nil {
-		return "", err
+	// Over the version read: an activation that finished meanwhile is not
+	// undone (its password wiped, the account disabled again).
+	if err := e.writeCreds(ctx, creds, prev); err != nil {
+		return "", changedOrGone(err)
 	}
 	return token, nil
 }
@@ -134,7 +145,7 @@ func (e *Engine) Activate(ctx context.Context, token, password string) (access, 
 		return "", "", errActivateTokenBad
 	}
 	h := sha256Hex(token)
-	creds, err := lookupRecord[userCredentials](ctx, e, kindUserCreds, activateTokenKey(h))
+	creds, prev, err := lookupLoad[userCredentials](ctx, e, kindUserCreds, activateTokenKey(h))
 	if err != nil {
 		return "", "", ifNotFound(err, errActivateTokenBad)
 	}
@@ -155,7 +166,13 @@ func (e *Engine) Activate(ctx context.Context, token, password string) (access, 
 		return "", "", err
 	}
 	creds.Enabled, creds.ActivateTokenHash, creds.ActivateExpires = true, "", 0
-	if err := e.putCreds(ctx, creds); err != nil {
+	// Over the version read: of two uses of one link at once, one activates and
+	// the other finds the token spent.
+	err = e.writeCreds(ctx, creds, &prev)
+	if errors.Is(err, storage.ErrChanged) || errors.Is(err, storage.ErrNotFound) {
+		return "", "", errActivateTokenBad
+	}
+	if err != nil {
 		return "", "", err
 	}
 	e.evictUserEverywhere(u.ID.ID)

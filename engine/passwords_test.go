@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
 )
 
 func TestChangePasswordOutdatesTokens(t *testing.T) {
@@ -122,4 +125,61 @@ func TestActivation(t *testing.T) {
 	late := f(admin, u2.ID.ID, 0)
 	te.now = func() time.Time { return time.Now().Add(24*time.Hour + time.Second) }
 	activate(late, "password1", CodeBadRequestParams)
+}
+
+// TestAccountWritesOverWhatTheyRead: credentials and user updates write over the
+// version they read. Two uses of one activation link at once: one activates, the
+// other finds the link spent, and its password does not replace the first's. A
+// link regenerated while the account is being activated does not undo the
+// activation. An update of a user deleted meanwhile does not bring it back.
+func TestAccountWritesOverWhatTheyRead(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	u, err := te.SaveUser(ctx, admin, &User{Email: "race@example.com", Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overtake := te.overtaker()
+
+	overtake(func() {
+		if _, _, err := te.Activate(ctx, tok, "password-first"); err != nil {
+			t.Error(err)
+		}
+	})
+	_, _, err = te.Activate(ctx, tok, "password-second")
+	wantCode(t, err, CodeBadRequestParams)
+	if _, _, err := te.Login(ctx, "race@example.com", "password-first"); err != nil {
+		t.Fatalf("the first activation's password: %v", err)
+	}
+
+	v, err := te.SaveUser(ctx, admin, &User{Email: "race2@example.com", Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok2, err := te.ActivationToken(ctx, admin, v.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overtake(func() {
+		if _, _, err := te.Activate(ctx, tok2, "password-kept"); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err = te.ActivationToken(ctx, admin, v.ID.ID)
+	wantCode(t, err, CodeVersionConflict)
+	if _, _, err := te.Login(ctx, "race2@example.com", "password-kept"); err != nil {
+		t.Fatalf("activation undone by a regenerated link: %v", err)
+	}
+
+	overtake(func() { wantCode(t, te.DeleteUser(ctx, admin, v.ID.ID), 0) })
+	_, err = te.SaveUser(ctx, admin, &User{ID: v.ID, Email: "race2@example.com", FirstName: "Back", Authority: TenantAdmin})
+	wantCode(t, err, CodeItemNotFound)
+	if _, err := te.store.Get(ctx, kindUser, v.ID.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted user brought back: %v", err)
+	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -82,6 +83,15 @@ const maxReplaceTries = 8
 
 // errChangedMeanwhile answers a read-modify-write that kept being overtaken.
 var errChangedMeanwhile = &Error{Code: CodeVersionConflict, Msg: "The entity was changed by another request meanwhile; retry"}
+
+// changedOrGone maps the errors of a single Replace: overtaken is
+// errChangedMeanwhile (409, the caller retries), deleted is ErrNotFound.
+func changedOrGone(err error) error {
+	if errors.Is(err, storage.ErrChanged) {
+		return errChangedMeanwhile
+	}
+	return notFound(err)
+}
 
 func (e *Engine) deleteRecord(ctx context.Context, kind string, id uuid.UUID) error {
 	if err := e.store.Delete(ctx, kind, id); err != nil {

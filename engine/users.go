@@ -33,7 +33,7 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 		return nil, err
 	}
 	if in.ID.ID != uuid.Nil {
-		old, err := getRecord[User](ctx, e, kindUser, in.ID.ID)
+		old, prev, err := loadRecord[User](ctx, e, kindUser, in.ID.ID)
 		if err != nil {
 			return nil, notFound(err)
 		}
@@ -43,8 +43,9 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 		u := *old
 		u.Email, u.FirstName, u.LastName, u.Phone, u.AdditionalInfo = in.Email, in.FirstName, in.LastName, in.Phone, in.AdditionalInfo
 		u.Version++
-		if err := e.putUser(ctx, &u); err != nil {
-			return nil, err
+		// Over the version read: a user deleted meanwhile is not brought back.
+		if err := e.writeUser(ctx, &u, &prev); err != nil {
+			return nil, changedOrGone(err)
 		}
 		e.evictUserEverywhere(u.ID.ID)
 		return &u, nil
@@ -136,10 +137,13 @@ func (e *Engine) createUser(ctx context.Context, in *User, password string) (*Us
 	return &u, nil
 }
 
-func (e *Engine) putUser(ctx context.Context, u *User) error {
+func (e *Engine) putUser(ctx context.Context, u *User) error { return e.writeUser(ctx, u, nil) }
+
+// writeUser stores u: with Put, or over the version read as *prev.
+func (e *Engine) writeUser(ctx context.Context, u *User, prev *[]byte) error {
 	u.Name = u.Email
 	u.TenantID.ID, u.CustomerID.ID = orNull(u.TenantID.ID), orNull(u.CustomerID.ID)
-	err := e.putRecord(ctx, kindUser, u.ID.ID, u.TenantID.ID, u, emailKey(u.Email))
+	err := e.writeRecord(ctx, kindUser, u.ID.ID, u.TenantID.ID, prev, u, []string{emailKey(u.Email)})
 	if errors.Is(err, storage.ErrConflict) {
 		return Errorf(CodeBadRequestParams, "User with email '%s' already present in database!", u.Email)
 	}
