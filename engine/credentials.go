@@ -33,7 +33,12 @@ func checkAccessToken(token string) error {
 // putCredentials stores c with its unique token and device. A token that belongs to
 // another device is errTokenTaken.
 func (e *Engine) putCredentials(ctx context.Context, tenant uuid.UUID, c *DeviceCredentials) error {
-	err := e.putRecord(ctx, kindCredentials, c.ID.ID, tenant, c, tokenKey(c.CredentialsID), credsDeviceKey(c.DeviceID.ID))
+	return e.writeCredentials(ctx, tenant, c, nil)
+}
+
+// writeCredentials stores c: with Put, or over the version read as *prev.
+func (e *Engine) writeCredentials(ctx context.Context, tenant uuid.UUID, c *DeviceCredentials, prev *[]byte) error {
+	err := e.writeRecord(ctx, kindCredentials, c.ID.ID, tenant, prev, c, []string{tokenKey(c.CredentialsID), credsDeviceKey(c.DeviceID.ID)})
 	if errors.Is(err, storage.ErrConflict) {
 		return errTokenTaken
 	}
@@ -100,7 +105,7 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 	if d.TenantID() != p.TenantID {
 		return nil, ErrPermissionDenied
 	}
-	old, err := e.credentialsOf(ctx, d.ID.ID)
+	old, prev, err := lookupLoad[DeviceCredentials](ctx, e, kindCredentials, credsDeviceKey(d.ID.ID))
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return nil, err
 	}
@@ -111,11 +116,23 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 	}
 	if old != nil {
 		c.ID, c.CreatedTime, c.Version = old.ID, old.CreatedTime, old.Version+1
+		// Over the version read: a device deleted meanwhile (its credentials go
+		// first) gets none back, and of two changes at once one wins.
+		if err := e.writeCredentials(ctx, d.TenantID(), c, &prev); err != nil {
+			return nil, changedOrGone(err)
+		}
 	} else {
 		c.ID, c.CreatedTime, c.Version = CredentialsID{ID: newID()}, e.now().UnixMilli(), 1
-	}
-	if err := e.putCredentials(ctx, d.TenantID(), c); err != nil {
-		return nil, err
+		if err := e.putCredentials(ctx, d.TenantID(), c); err != nil {
+			return nil, err
+		}
+		// Nothing to compare with: look whether the device is still there.
+		if _, err := e.loadDevice(ctx, d.ID.ID); errors.Is(err, storage.ErrNotFound) {
+			if err := e.deleteRecord(ctx, kindCredentials, c.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return nil, err
+			}
+			return nil, ErrNotFound
+		}
 	}
 	if old != nil && old.CredentialsID != c.CredentialsID {
 		e.evictToken(old.CredentialsID)

@@ -372,3 +372,25 @@ func TestDeviceUpdateRace(t *testing.T) {
 		t.Fatalf("the deleted device is back: %v", err)
 	}
 }
+
+// TestCredentialsChangeRacingDelete: new credentials for a device deleted
+// meanwhile are not written (404), so no token works for a device that is gone.
+func TestCredentialsChangeRacingDelete(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, admin, &Device{Name: "doomed"}, "DOOMED_TOKEN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overtake := te.overtaker()
+	overtake(func() { wantCode(t, te.DeleteDevice(ctx, admin, d.ID.ID), 0) })
+	_, err = te.SaveDeviceCredentials(ctx, admin, &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: "NEW_DOOMED_TOKEN"})
+	wantCode(t, err, CodeItemNotFound)
+	if _, err := te.DeviceByToken(ctx, "NEW_DOOMED_TOKEN"); err == nil {
+		t.Fatal("a token of a deleted device works")
+	}
+	if rs, _ := te.store.List(ctx, kindCredentials, admin.TenantID); len(rs) != 2 { // the demo devices'
+		t.Fatalf("%d credentials stored, want the 2 demo devices'", len(rs))
+	}
+}
