@@ -242,7 +242,7 @@ func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 		return err
 	}
 	e.publishPush(ctx, deviceTopic(id), []byte(deviceDeleted)) // ends its open polls with 403
-	e.sweepLater(id)
+	e.sweepLater(sweep{id: id})
 	return nil
 }
 

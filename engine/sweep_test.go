@@ -76,7 +76,7 @@ func TestDeviceSweep(t *testing.T) {
 		if left(te, id) {
 			t.Fatal("Close did not run the sweep still due")
 		}
-		te.sweepLater(id) // after Close: nothing scheduled
+		te.sweepLater(sweep{id: id}) // after Close: nothing scheduled
 		if len(te.sweeps.pending) != 0 {
 			t.Fatal("a sweep scheduled after Close")
 		}
@@ -91,4 +91,39 @@ func TestDeviceSweep(t *testing.T) {
 			t.Fatal("swept a live device's data")
 		}
 	})
+}
+
+// TestTenantSweep: a device and a customer created in a tenant while it was
+// being deleted (by an admin whose user another node still had cached) are
+// deleted too, the cache lifetimes later.
+func TestTenantSweep(t *testing.T) {
+	defer func(v time.Duration) { sweepSlack = v }(sweepSlack)
+	sweepSlack = 0
+	te := newTestEngine(t)
+	te.cfg.TokenCacheTTL, te.cfg.AuthCacheTTL = 20*time.Millisecond, 20*time.Millisecond
+	ctx := context.Background()
+	other := te.newTenant(t, "Doomed", "doomed@example.com")
+	wantCode(t, te.DeleteTenant(ctx, te.sysadmin(t), other.TenantID), 0)
+	d, err := te.saveDevice(ctx, other.TenantID, &Device{Name: "late"}, "LATE_TOKEN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.createCustomer(ctx, other.TenantID, newID(), &Customer{Title: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		devs, _ := te.store.List(ctx, kindDevice, other.TenantID)
+		custs, _ := te.store.List(ctx, kindCustomer, other.TenantID)
+		if len(devs)+len(custs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left in the deleted tenant: %d devices, %d customers", len(devs), len(custs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := te.DeviceByToken(ctx, "LATE_TOKEN"); err == nil {
+		t.Fatalf("the late device %s still authenticates", d.ID.ID)
+	}
 }

@@ -114,6 +114,15 @@ func (e *Engine) DeleteTenant(ctx context.Context, p *Principal, id uuid.UUID) e
 	if _, err := getRecord[Tenant](ctx, e, kindTenant, id); err != nil {
 		return notFound(err)
 	}
+	if err := e.removeTenant(ctx, id); err != nil {
+		return err
+	}
+	e.sweepLater(sweep{tenant: true, id: id})
+	return nil
+}
+
+// removeTenant deletes everything tenant id owns, then its record.
+func (e *Engine) removeTenant(ctx context.Context, id uuid.UUID) error {
 	devices, err := listRecords[Device](ctx, e, kindDevice, id)
 	if err != nil {
 		return err
