@@ -54,7 +54,7 @@ func TestDeviceSweep(t *testing.T) {
 	t.Run("after the token cache", func(t *testing.T) {
 		sweepSlack = 0
 		te := newTestEngine(t)
-		te.cfg.TokenCacheTTL = 20 * time.Millisecond
+		te.cfg.TokenCacheTTL, te.cfg.AuthCacheTTL = 20*time.Millisecond, 20*time.Millisecond
 		id := deleted(te)
 		deadline := time.Now().Add(10 * time.Second)
 		for left(te, id) {
