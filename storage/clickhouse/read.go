@@ -120,10 +120,13 @@ func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 	}
 	with, args := s.withTombstones(q.EntityID, &q.Key)
 	// Buckets start at StartTs + n*Interval; the last one is clipped to EndTs and
-	// each point sits in the middle of its (clipped) bucket.
+	// each point sits in the middle of its (clipped) bucket. The offsets are
+	// unsigned, as in the embedded store: Int64 arithmetic wraps, so ts - StartTs
+	// and EndTs - bucket read as UInt64 are exact even when a range spans more
+	// than half of int64, where the signed values overflow.
 	query := with + `SELECT
-			toInt64(?) + intDiv(ts - toInt64(?), toInt64(?)) * toInt64(?) AS bucket,
-			bucket + intDiv(least(bucket + toInt64(?), toInt64(?)) - bucket, 2) AS mid,
+			toInt64(?) + toInt64(intDiv(toUInt64(ts - toInt64(?)), toUInt64(?)) * toUInt64(?)) AS bucket,
+			bucket + toInt64(intDiv(least(toUInt64(toInt64(?) - bucket), toUInt64(?)), 2)) AS mid,
 			countIf(type = 2) AS nl,
 			countIf(type = 3) AS nd,
 			toUInt8(` + a.isDouble + `) AS is_double,
@@ -134,7 +137,7 @@ func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 		GROUP BY bucket
 		HAVING ` + a.having + `
 		ORDER BY bucket ` + order
-	args = append(args, q.StartTs, q.StartTs, q.Interval, q.Interval, q.Interval, q.EndTs,
+	args = append(args, q.StartTs, q.StartTs, q.Interval, q.Interval, q.EndTs, q.Interval,
 		q.EntityID.String(), q.Key, q.StartTs, q.EndTs)
 	rows, err := s.conn.Query(ctx, query, args...)
 	if err != nil {

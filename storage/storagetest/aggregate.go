@@ -78,6 +78,37 @@ func testAggregate(t *testing.T, open func(t *testing.T) storage.Backend) {
 		checkEntries(t, "sum back in range", got, []kv.Entry{long(5015, "back", big)})
 	})
 
+	t.Run("RangeWiderThanHalfOfInt64", func(t *testing.T) {
+		// ts - StartTs and EndTs - bucket overflow int64 here: buckets are
+		// worked out unsigned.
+		start, end := int64(math.MinInt64+10), int64(math.MaxInt64-10)
+		const interval = int64(1) << 62
+		write(t, b, id, long(-5, "wide", 1), long(0, "wide", 2), long(1_700_000_000_000, "wide", 4), long(end-1, "wide", 8))
+		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "wide", StartTs: start, EndTs: end, Interval: interval, Agg: storage.AggSum, Asc: true})
+		must(t, err)
+		bucket := func(ts int64) int64 {
+			off := uint64(ts - start)
+			return start + int64(off-off%uint64(interval))
+		}
+		mid := func(b int64) int64 {
+			w := uint64(interval)
+			if rest := uint64(end - b); rest < w {
+				w = rest
+			}
+			return b + int64(w/2)
+		}
+		var want []kv.Entry
+		for _, p := range []kv.Entry{long(-5, "", 1), long(0, "", 2), long(1_700_000_000_000, "", 4), long(end-1, "", 8)} {
+			m := mid(bucket(p.Ts))
+			if n := len(want); n > 0 && want[n-1].Ts == m {
+				want[n-1].Value.Long += p.Value.Long
+			} else {
+				want = append(want, long(m, "wide", p.Value.Long))
+			}
+		}
+		checkEntries(t, "sum", got, want)
+	})
+
 	t.Run("NegativeLongs", func(t *testing.T) {
 		write(t, b, id, long(2000, "neg", -5), long(2001, "neg", math.MinInt64+10), long(2002, "neg", -1))
 		q := storage.ReadQuery{EntityID: id, Key: "neg", StartTs: 2000, EndTs: 2010, Interval: 10}
