@@ -215,11 +215,15 @@ func maybeCleanup(do bool, fl *fleet.Fleet, stderr io.Writer) error {
 	return cleanup(fl, stderr)
 }
 
-// cleanup deletes the fleet's devices, even after Ctrl-C ended the run.
+// cleanup deletes the fleet's devices, even after Ctrl-C ended the run; a
+// Ctrl-C during the cleanup ends it.
 func cleanup(fl *fleet.Fleet, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	fmt.Fprintf(stderr, "sluice-load: deleting %d devices\n", len(fl.Devices))
+	// Only signals from now on: the one that ended the run came before.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "sluice-load: deleting %d devices (Ctrl-C again to leave them)\n", len(fl.Devices))
 	return fl.Cleanup(ctx)
 }
 

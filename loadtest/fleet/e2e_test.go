@@ -275,3 +275,24 @@ func TestNewErrors(t *testing.T) {
 	f(Options{URL: tg.url, Devices: 1, Requests: 1}, "give a tokens file")
 	f(Options{URL: tg.url, Devices: 1, Requests: 1, User: "tenant@thingsboard.org", Password: "wrong"}, "cannot log in")
 }
+
+// TestCleanupUnsure: devices whose create got no answer may exist; cleanup
+// looks them up by name, deletes the one that was made and skips the one that
+// was not.
+func TestCleanupUnsure(t *testing.T) {
+	tg := startTarget(t)
+	ctx := context.Background()
+	f, err := New(ctx, Options{URL: tg.url, User: "tenant@thingsboard.org", Password: "tenant", Devices: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := "unsure-made-" + randomHex(3)
+	var dev struct{ ID entityID }
+	tg.call(200, "POST", "/api/device", `{"name":"`+made+`"}`, &dev)
+	f.unsure = []Device{{Name: made}, {Name: "unsure-never-made-" + randomHex(3)}}
+	if err := f.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tg.call(404, "GET", "/api/device/"+dev.ID.ID, "", nil)
+	tg.call(404, "GET", "/api/device/"+f.Devices[0].ID, "", nil)
+}

@@ -44,6 +44,10 @@ type Fleet struct {
 	client *client
 	addr   string // host:port
 	tls    bool
+	// unsure are devices whose create or provision failed without an answer
+	// that says it did not happen (a timeout, a dropped connection): they may
+	// exist, so Cleanup looks them up by name.
+	unsure []Device
 }
 
 // New obtains the fleet opts describes: the Tokens given, or Devices devices
@@ -133,7 +137,7 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next, done atomic.Int64
-	ok := make([]bool, len(devices))
+	ok, failed := make([]bool, len(devices)), make([]bool, len(devices))
 	var wg sync.WaitGroup
 	for range min(f.opts.SetupConcurrency, len(devices)) {
 		wg.Go(func() {
@@ -143,6 +147,10 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 					return
 				}
 				if err := one(ctx, &devices[i]); err != nil {
+					// An answer of the server's says it was not made; no answer
+					// (or a cancelled wait) leaves it unknown.
+					var ae *apiError
+					failed[i] = !errors.As(err, &ae)
 					cancel(err)
 					return
 				}
@@ -157,6 +165,9 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 	for i, d := range devices {
 		if ok[i] {
 			f.Devices = append(f.Devices, d)
+		} else if failed[i] {
+			d.ID = "" // found by name at cleanup
+			f.unsure = append(f.unsure, d)
 		}
 	}
 	return context.Cause(ctx)
@@ -166,7 +177,7 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 // tokens file deletes nothing. Provisioned devices are found by name, which needs a
 // login.
 func (f *Fleet) Cleanup(ctx context.Context) error {
-	if f.Mode == ModeTokens || len(f.Devices) == 0 {
+	if f.Mode == ModeTokens || len(f.Devices)+len(f.unsure) == 0 {
 		return nil
 	}
 	if f.client.auth == "" {
@@ -176,15 +187,20 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 	var mu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(f.opts.SetupConcurrency, len(f.Devices)) {
+	all := len(f.Devices) + len(f.unsure)
+	for range min(f.opts.SetupConcurrency, all) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(f.Devices) || ctx.Err() != nil {
+				if i >= all || ctx.Err() != nil {
 					return
 				}
-				d := &f.Devices[i]
-				err := f.delete(ctx, d)
+				var err error
+				if i < len(f.Devices) {
+					err = f.delete(ctx, &f.Devices[i])
+				} else if err = f.delete(ctx, &f.unsure[i-len(f.Devices)]); isNotFound(err) {
+					err = nil // it was not made after all
+				}
 				mu.Lock()
 				if err != nil && len(errs) < 10 {
 					errs = append(errs, err)
@@ -195,6 +211,12 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(append(errs, ctx.Err())...)
+}
+
+// isNotFound tells an API answer of 404.
+func isNotFound(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.status == http.StatusNotFound
 }
 
 func (f *Fleet) delete(ctx context.Context, d *Device) error {
