@@ -793,7 +793,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	if need := int(min(l.rows.Load(), int64(s.cfg.BatchRows))); cap(rows) < need {
 		// One allocation of the size this delivery will reach, not a cascade of
 		// appends growing to it.
-		rows = make([]storage.Row, 0, need)
+		rows, repeat, vers = make([]storage.Row, 0, need), make([]bool, 0, need), make([]uint64, 0, need)
 	}
 	defer func() {
 		clear(rows) // value strings are the delivery's own; key names stay in l.dec
