@@ -77,7 +77,7 @@ func TestDeviceSweep(t *testing.T) {
 			t.Fatal("Close did not run the sweep still due")
 		}
 		te.sweepLater(sweep{id: id}) // after Close: nothing scheduled
-		if len(te.sweeps.pending) != 0 {
+		if len(te.sweeps.queue) != 0 {
 			t.Fatal("a sweep scheduled after Close")
 		}
 	})

@@ -185,8 +185,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.api.Close()
 	err := n.srv.ShutdownWithContext(ctx)
 	n.ingest.Close()
-	n.eng.Close(ctx)
 	err = errors.Join(err, n.closeIngestStats())
+	n.eng.Close(ctx) // its last sweeps, after the last writes: ingest counts included
 	return errors.Join(err, n.closeStore())
 }
 
