@@ -28,6 +28,25 @@ func TestHeadAndAllow(t *testing.T) {
 		t.Fatalf("HEAD of a device's attributes: %d", head.StatusCode)
 	}
 
+	// Not on the RPC poll, whose GET delivers the RPC: a HEAD would lose it.
+	tok, dev := n.Demo.DemoDeviceToken, n.Demo.DemoDeviceID.String()
+	if status, body := n.send("POST", "/api/rpc/oneway/"+dev, n.tenant(), []byte(`{"method":"kept","persistent":true}`),
+		"Content-Type: application/json"); status != 200 {
+		t.Fatalf("persistent RPC: %d %s", status, body)
+	}
+	if head, _ := send("HEAD", "/api/v1/"+tok+"/rpc"); head.StatusCode != 405 {
+		t.Fatalf("HEAD of the RPC poll: %d, want 405", head.StatusCode)
+	}
+	if status, body := n.send("GET", "/api/v1/"+tok+"/rpc?timeout=1000", "", nil); status != 200 || !strings.Contains(string(body), "kept") {
+		t.Fatalf("the RPC after a HEAD: %d %s", status, body)
+	}
+	if resp, body := send("HEAD", "/api/v1/"+tok+"/telemetry"); resp.StatusCode != 405 || len(body) != 0 {
+		t.Fatalf("HEAD of a POST route: %d", resp.StatusCode)
+	}
+	if _, body := n.exchange("PATCH", "/api/v1/"+tok+"/telemetry", "", nil); !strings.Contains(string(body), "Request method 'PATCH'") {
+		t.Fatalf("405 message: %s", body)
+	}
+
 	resp, body := send("PUT", "/api/v1/"+n.Demo.DemoDeviceToken+"/telemetry")
 	if resp.StatusCode != 405 || !strings.Contains(resp.Header.Get("Allow"), "POST") || !strings.Contains(string(body), `"status":405`) {
 		t.Fatalf("PUT telemetry: %d, Allow %q, %s", resp.StatusCode, resp.Header.Get("Allow"), body)

@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -94,17 +95,36 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 
 // headAsGet answers HEAD wherever GET is routed, as HTTP requires (load
 // balancers check /healthz with HEAD): the GET handler runs and fasthttp sends
-// its headers, Content-Length included, without the body.
+// its headers, Content-Length included, without the body. Not on the device's
+// RPC poll, whose GET delivers the RPC it answers: a HEAD would take it and
+// throw it away (405 there).
 func headAsGet(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if !ctx.IsHead() {
+		if !ctx.IsHead() || deviceRPCPoll(ctx.Path()) {
 			h(ctx)
 			return
 		}
+		ctx.SetUserValue(headRequest{}, true) // for the 405's message
 		ctx.Request.Header.SetMethod(fasthttp.MethodGet)
 		h(ctx)
 		ctx.Request.Header.SetMethod(fasthttp.MethodHead)
 	}
+}
+
+// headRequest marks a HEAD request answered as a GET.
+type headRequest struct{}
+
+// deviceRPCPoll tells the path of GET /api/v1/{token}/rpc.
+func deviceRPCPoll(path []byte) bool {
+	return bytes.HasPrefix(path, []byte("/api/v1/")) && bytes.HasSuffix(path, []byte("/rpc"))
+}
+
+// method is the request's method as the client sent it.
+func method(ctx *fasthttp.RequestCtx) string {
+	if ctx.UserValue(headRequest{}) != nil {
+		return fasthttp.MethodHead
+	}
+	return string(ctx.Method())
 }
 
 // routes builds the router with every route; tests list its routes.
@@ -133,7 +153,7 @@ func (s *Server) routes() *router.Router {
 	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
 		allow := string(ctx.Response.Header.Peek("Allow")) // the router's, which writeError resets
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, engine.CodeBadRequestParams,
-			"Request method '"+string(ctx.Method())+"' is not supported")
+			"Request method '"+method(ctx)+"' is not supported")
 		if allow != "" {
 			ctx.Response.Header.Set("Allow", allow)
 		}
