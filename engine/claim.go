@@ -139,8 +139,11 @@ func (e *Engine) claimingAllowed(ctx context.Context, device uuid.UUID) (bool, e
 }
 
 // errClaimedMeanwhile stops a claim of a device assigned since the claimer
-// looked.
-var errClaimedMeanwhile = errors.New("device assigned meanwhile")
+// looked; errNothingToDo a reclaim of a device given back meanwhile.
+var (
+	errClaimedMeanwhile = errors.New("device assigned meanwhile")
+	errNothingToDo      = errors.New("device unassigned meanwhile")
+)
 
 // ClaimDevice lets a customer user claim the device of that name in its tenant
 // with secretKey. An unknown name is ErrNotFound. The result is ClaimClaimed when
@@ -258,11 +261,17 @@ func (e *Engine) ReclaimDevice(ctx context.Context, p *Principal, deviceName str
 		return nil
 	}
 	_, err = e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID), func(d *Device) error {
-		if p.Authority == CustomerUser && d.CustomerID.ID != p.CustomerID {
+		switch {
+		case isNull(d.CustomerID.ID):
+			return errNothingToDo // given back meanwhile (a second reclaim): done
+		case p.Authority == CustomerUser && d.CustomerID.ID != p.CustomerID:
 			return ErrPermissionDenied // reassigned meanwhile: no longer the user's to give back
 		}
 		return nil
 	})
+	if errors.Is(err, errNothingToDo) {
+		return nil
+	}
 	if err != nil {
 		return notFound(err)
 	}

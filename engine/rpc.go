@@ -241,7 +241,9 @@ func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, 
 		return RPCResult{Outcome: RPCPersisted, ID: r.ID}, nil
 	}
 
-	// Subscribed before the RPC exists, so its delivery or reply is never missed.
+	// Subscribed before the RPC exists, so its delivery or reply is never missed;
+	// and a resubscribe from then on, which may have lost it, is seen.
+	lost := e.resync.wait()
 	done := make(chan struct{}, 1)
 	cancel := e.cfg.Notifier.Subscribe(rpcDoneTopic(r.ID), func([]byte) {
 		select {
@@ -258,7 +260,6 @@ func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, 
 
 	t := time.NewTimer(time.UnixMilli(r.ExpirationTime).Add(rpcReplyGrace).Sub(e.now()))
 	defer t.Stop()
-	lost := e.resync.wait()
 	for {
 		select {
 		case <-done:
@@ -561,7 +562,8 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 // rpcClaim is the record of a poll's claim to deliver an RPC.
 type rpcClaim struct {
 	RPC uuid.UUID `json:"rpc"`
-	// At is when it was taken (ms); 0 in claims of earlier versions.
+	// At is when it was taken (ms); 0 in claims of earlier versions, which
+	// are never taken over.
 	At int64 `json:"at,omitempty"`
 }
 
@@ -597,7 +599,10 @@ func (e *Engine) claimRPC(ctx context.Context, r *rpcRecord) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if now.Sub(time.UnixMilli(c.At)) < rpcClaimStale {
+		// A claim of an earlier version has no time and is never taken over:
+		// its node writes the RPC without comparing, so while both versions
+		// run a take-over could deliver it twice.
+		if c.At == 0 || now.Sub(time.UnixMilli(c.At)) < rpcClaimStale {
 			return false, nil // another poll is delivering it
 		}
 		e.cfg.Logger.Warn("taking over a stale RPC claim", "rpc", r.ID, "claimedAt", c.At)
