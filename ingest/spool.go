@@ -21,8 +21,9 @@ import (
 	"github.com/sluice-iot/sluice/storage"
 )
 
-// ErrSpoolFull is returned when the spool holds SpoolConfig.MaxBytes not yet
-// delivered to the history store (which is down or too slow).
+// ErrSpoolFull is returned when the spool's log from some lane's oldest
+// undelivered record on has reached SpoolConfig.MaxBytes: the history store is
+// down or too slow, for that lane at least.
 var ErrSpoolFull = errors.New("telemetry spool is full: the history store is not keeping up or is unreachable; retry later or raise SLUICE_SPOOL_MAX_BYTES")
 
 // Sink receives spooled rows: the history store (ClickHouse). WriteHistory must
@@ -55,7 +56,7 @@ type SpoolConfig struct {
 	BatchRows int
 	// FlushInterval is the longest a row waits before delivery (default 1 s).
 	FlushInterval time.Duration
-	// Shards is the number of parallel deliveries (default 4, at most 256). A
+	// Shards is the number of parallel deliveries (default 4, at most maxShards). A
 	// device always maps to the same shard, so its writes reach the sink in order.
 	// A spool that holds undelivered records keeps the count they were written
 	// with (a device's new rows must queue behind its old ones); a new count
@@ -127,8 +128,10 @@ type lane struct {
 	// first is where the lane's first record after a time with nothing to
 	// deliver starts, in log bytes: an idle lane's pos is not moved past the
 	// other lanes' records before its next delivery, but none of its own lies
-	// before first. Set under Spool.wmu.
+	// before first. Set under Spool.wmu, as last: its last record's sequence
+	// number plus one (FlushEntity).
 	first atomic.Int64
+	last  atomic.Uint64
 
 	// Scratch of deliverOnce, reused under deliverMu: a delivery decodes up to
 	// BatchRows rows, and allocating them anew each time (with every key name
@@ -188,7 +191,7 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	if cfg.Shards <= 0 {
 		cfg.Shards = 4
 	}
-	cfg.Shards = min(cfg.Shards, 256)
+	cfg.Shards = min(cfg.Shards, maxShards)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -220,8 +223,8 @@ func (s *Spool) recover() error {
 		return err
 	}
 	// By lane number as the records have it, whatever the count configured now.
-	var done [256]uint64
-	var rows [256]int64
+	var done, last [maxShards]uint64
+	var rows [maxShards]int64
 	for k := range done {
 		done[k] = s.done.load(byte(k))
 		s.seq = max(s.seq, done[k]) // a sequence number is never used twice, even after the log emptied
@@ -249,6 +252,7 @@ func (s *Spool) recover() error {
 				return fmt.Errorf("segment %s: %w", segName(id), err)
 			}
 			rows[h.lane] += int64(n)
+			last[h.lane] = h.seq + 1
 			lanes = max(lanes, int(h.lane)+1)
 			s.bytes.Add(int64(len(payload)))
 			return nil
@@ -268,6 +272,7 @@ func (s *Spool) recover() error {
 	for k := range shards {
 		l := &lane{shard: byte(k), done: done[k], wake: make(chan struct{}, 1), pending: map[uint64]*verdict{}}
 		l.rows.Store(rows[k])
+		l.last.Store(last[k])
 		s.lanes = append(s.lanes, l)
 	}
 	next := uint64(1)
@@ -304,6 +309,10 @@ func (s *Spool) shardCount(lanes int) (int, error) {
 	if lanes > n {
 		// Left by a version that did not record its count.
 		return 0, fmt.Errorf("it was written with more than %d shards; start with the earlier shard count to drain it", n)
+	}
+	if lanes > 0 && recorded == 0 {
+		s.log.Warn("telemetry spool: undelivered records of an earlier version, which did not record its shard count; if it ran with another SLUICE_SPOOL_SHARDS, a device's new rows may reach ClickHouse before its old ones",
+			"shards", n)
 	}
 	if n != recorded {
 		if err := writeShards(s.cfg.Dir, n); err != nil {
@@ -399,8 +408,8 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 // Write appends rows durably: one record per lane that the rows' devices map to,
 // all in one append and one sync. Every row is delivered as a possible repeat of
 // a point written before, unless WritePending and Resolve say otherwise. It
-// returns ErrSpoolFull when the undelivered data has reached MaxBytes, and
-// storage.ErrUnavailable after Close.
+// returns ErrSpoolFull when the spool is Full, and storage.ErrUnavailable after
+// Close.
 func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 	_, err := s.write(rows, false)
 	return err
@@ -534,6 +543,7 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 		seq := s.seq
 		s.seq++
 		putHeader(buf[pt.start:pt.end], byte(pt.lane), seq, pt.crc)
+		s.lanes[pt.lane].last.Store(seq + 1)
 		size += int64(pt.end - pt.start - recHeaderLen)
 		if pending {
 			// Registered before the record can be read: a drainer must never
@@ -889,12 +899,25 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 // meanwhile need not be delivered, so a busy lane does not hold it up for long.
 func (s *Spool) FlushEntity(ctx context.Context, id uuid.UUID) error {
 	l := s.lanes[s.shardOf(id)]
-	s.wmu.Lock()
-	target := s.seq // every record taken so far has a lower sequence number
-	s.wmu.Unlock()
+	return s.flushLane(ctx, l, l.last.Load())
+}
+
+// Flush delivers everything spooled so far, or returns the sink's error. A
+// pending record not yet resolved goes with every row as a possible repeat.
+func (s *Spool) Flush(ctx context.Context) error {
+	for _, l := range s.lanes {
+		if err := s.flushLane(ctx, l, math.MaxUint64); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushLane delivers the lane's records numbered below upTo, or all it has.
+func (s *Spool) flushLane(ctx context.Context, l *lane, upTo uint64) error {
 	for l.rows.Load() > 0 {
 		l.deliverMu.Lock()
-		done := l.done >= target
+		done := l.done >= upTo
 		l.deliverMu.Unlock()
 		if done {
 			return nil
@@ -908,27 +931,6 @@ func (s *Spool) FlushEntity(ctx context.Context, id uuid.UUID) error {
 		}
 		if n == 0 {
 			time.Sleep(time.Millisecond) // rows appended whose sync has not finished yet
-		}
-	}
-	return nil
-}
-
-// Flush delivers everything spooled so far, or returns the sink's error. A
-// pending record not yet resolved goes with every row as a possible repeat.
-func (s *Spool) Flush(ctx context.Context) error {
-	for _, l := range s.lanes {
-		for l.rows.Load() > 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			n, _, err := s.deliverOnce(l, true)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				// Rows appended whose sync has not finished yet.
-				time.Sleep(time.Millisecond)
-			}
 		}
 	}
 	return nil

@@ -1270,3 +1270,47 @@ func TestSpoolKeepsShardCount(t *testing.T) {
 		t.Fatalf("an empty spool opened with %d lanes, want 2", len(s.lanes))
 	}
 }
+
+// TestSpoolFlushEntity: FlushEntity delivers what the spool holds for the
+// entity's lane, records a previous process left included, and leaves the other
+// lanes alone.
+func TestSpoolFlushEntity(t *testing.T) {
+	dir := t.TempDir()
+	sink := newMemSink()
+	sink.setDown(true)
+	s, err := OpenSpool(SpoolConfig{Dir: dir, Shards: 2, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := deviceOnLane(s, 0), deviceOnLane(s, 1)
+	for _, id := range []uuid.UUID{a, b} {
+		if err := s.Write(context.Background(), testRows(id, 0, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	s.Close(ctx)
+	cancel()
+
+	sink.setDown(false)
+	s, err = OpenSpool(SpoolConfig{Dir: dir, Shards: 2, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if err := s.Write(context.Background(), testRows(a, 3, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushEntity(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uuid.UUID]int{}
+	sink.mu.Lock()
+	for _, r := range sink.rows {
+		got[r.EntityID]++
+	}
+	sink.mu.Unlock()
+	if got[a] != 5 || got[b] != 0 {
+		t.Fatalf("delivered %d rows of the flushed device (want 5) and %d of the other (want 0)", got[a], got[b])
+	}
+}

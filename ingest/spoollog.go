@@ -41,6 +41,9 @@ const (
 	shardsFile = "shards"
 )
 
+// maxShards bounds the lanes: a record's header has one byte for its lane.
+const maxShards = 256
+
 // segmentBytes is where a segment ends and the next starts: about a second of a
 // node's spool writes at full load, so delivered data leaves the disk soon
 // after. A variable for tests.
@@ -177,7 +180,7 @@ func readShards(dir string) (int, error) {
 		return 0, err
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || n < 1 || n > 256 {
+	if err != nil || n < 1 || n > maxShards {
 		return 0, fmt.Errorf("%s holds %q, not a shard count", shardsFile, b)
 	}
 	return n, nil

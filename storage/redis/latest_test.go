@@ -88,3 +88,36 @@ func testLatest(t *testing.T, s *Store) {
 		t.Fatalf("after delete all: %v", keys)
 	}
 }
+
+func TestDeleteLatestIn(t *testing.T)        { testDeleteLatestIn(t, openTest(t)) }
+func TestClusterDeleteLatestIn(t *testing.T) { testDeleteLatestIn(t, openClusterTest(t)) }
+
+// testDeleteLatestIn: only the keys whose latest ts lies in [start, end) go, and
+// they are what it returns; keys outside it, missing keys and other entities stay.
+func testDeleteLatestIn(t *testing.T, s *Store) {
+	ctx := context.Background()
+	a, b := uuid.New(), uuid.New()
+	rows := []storage.Row{
+		{EntityID: a, Entry: kv.Entry{Ts: 100, Key: "in", Value: kv.LongValue(1)}},
+		{EntityID: a, Entry: kv.Entry{Ts: 300, Key: "end", Value: kv.LongValue(2)}},
+		{EntityID: a, Entry: kv.Entry{Ts: -5, Key: "before", Value: kv.LongValue(3)}},
+		{EntityID: b, Entry: kv.Entry{Ts: 100, Key: "in", Value: kv.LongValue(4)}},
+	}
+	if _, err := s.UpdateLatest(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := s.DeleteLatestIn(ctx, a, []string{"in", "end", "before", "missing"}, 0, 300)
+	if err != nil || fmt.Sprint(gone) != "[in]" {
+		t.Fatalf("deleted %v, %v; want [in]", gone, err)
+	}
+	left, err := s.LatestKeys(ctx, a)
+	if err != nil || fmt.Sprint(left) != "[before end]" {
+		t.Fatalf("left %v, %v", left, err)
+	}
+	if other, _ := s.LatestKeys(ctx, b); fmt.Sprint(other) != "[in]" {
+		t.Fatalf("another entity's keys: %v", other)
+	}
+	if gone, err := s.DeleteLatestIn(ctx, a, []string{"end"}, 300, 300); err != nil || len(gone) != 0 {
+		t.Fatalf("empty range: %v %v", gone, err)
+	}
+}
