@@ -116,9 +116,7 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			s.fail(ctx, err)
 			return
 		}
-		if mediaType(ctx) != "application/json" { // the spec's one 415 rule: required here
-			writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams,
-				"Content type '"+string(ctx.Request.Header.ContentType())+"' not supported: send Content-Type: application/json")
+		if !labelledJSON(ctx, true) { // the spec's one 415 rule: required here
 			return
 		}
 		var req engine.ReportRequest

@@ -227,18 +227,21 @@ func decodeJSON(body []byte, v any, lim codec.Limits) error {
 // ThingsBoard's clients; none at all is taken as JSON. A bad body is a 400,
 // which names the limit when one was passed.
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
-	if mt := mediaType(ctx); mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-		writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams,
-			"Content type '"+string(ctx.Request.Header.ContentType())+"' not supported: send Content-Type: application/json")
-		return false
-	}
-	return s.readAnyJSON(ctx, v)
+	return labelledJSON(ctx, false) && s.readAnyJSON(ctx, v)
 }
 
-// mediaType is the request's Content-Type without parameters, lower-cased.
-func mediaType(ctx *fasthttp.RequestCtx) string {
+// labelledJSON answers 415 and reports false unless the request's Content-Type
+// (without parameters, in any case) is application/json, or, unless exact, a
+// +json type or none at all.
+func labelledJSON(ctx *fasthttp.RequestCtx, exact bool) bool {
 	mt, _, _ := strings.Cut(string(ctx.Request.Header.ContentType()), ";")
-	return strings.ToLower(strings.TrimSpace(mt))
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if mt == "application/json" || !exact && (mt == "" || strings.HasSuffix(mt, "+json")) {
+		return true
+	}
+	writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams,
+		"Content type '"+string(ctx.Request.Header.ContentType())+"' not supported: send Content-Type: application/json")
+	return false
 }
 
 // readAnyJSON is readJSON whatever the Content-Type: devices' bodies (provision)
