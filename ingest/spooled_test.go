@@ -33,23 +33,31 @@ func (f flushed) Write(ctx context.Context, rows []storage.Row) error {
 	return f.Spool.Flush(ctx)
 }
 
-func TestSpooledConformance(t *testing.T) {
+// openStores opens a fresh ClickHouse database and Redis prefix of their own;
+// the caller drops and closes them.
+func openStores(t *testing.T) (*clickhouse.Store, *redis.Store) {
+	t.Helper()
 	env := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
-	chAddr, redisAddr := env[0], env[1]
+	var b [6]byte
+	rand.Read(b[:])
+	name := hex.EncodeToString(b[:])
+	ch, err := clickhouse.Open(context.Background(), clickhouse.Options{Addrs: []string{env[0]}, Database: "sluice_test_" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := redis.Open(context.Background(), redis.Options{Addrs: []string{env[1]}, Prefix: "sluicetest:" + name + ":"})
+	if err != nil {
+		ch.Close()
+		t.Fatal(err)
+	}
+	return ch, rs
+}
+
+func TestSpooledConformance(t *testing.T) {
+	testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
 	storagetest.Run(t, func(t *testing.T) storage.Backend {
 		ctx := context.Background()
-		var b [6]byte
-		rand.Read(b[:])
-		name := hex.EncodeToString(b[:])
-		ch, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{chAddr}, Database: "sluice_test_" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := redis.Open(ctx, redis.Options{Addrs: []string{redisAddr}, Prefix: "sluicetest:" + name + ":"})
-		if err != nil {
-			ch.Close()
-			t.Fatal(err)
-		}
+		ch, rs := openStores(t)
 		// 10,000-row deliveries: the concurrency cases write a few hundred
 		// thousand rows, and smaller inserts reach ClickHouse sooner.
 		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), BatchRows: 10000}, ch)
@@ -77,20 +85,9 @@ func TestSpooledConformance(t *testing.T) {
 //   - A delete that rewrites the latest value from history sees the points its
 //     own node still spools, and leaves a newer value written meanwhile.
 func TestSpooledVersions(t *testing.T) {
-	env := testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
 	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	name := hex.EncodeToString(b[:])
-	ch, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{env[0]}, Database: "sluice_test_" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := redis.Open(ctx, redis.Options{Addrs: []string{env[1]}, Prefix: "sluicetest:" + name + ":"})
-	if err != nil {
-		ch.Close()
-		t.Fatal(err)
-	}
+	ch, rs := openStores(t)
 	t.Cleanup(func() { ch.Drop(ctx); rs.Drop(ctx); rs.Close(); ch.Close() })
 	node := func() *ingest.Spooled {
 		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ch)
