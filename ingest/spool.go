@@ -143,8 +143,13 @@ type lane struct {
 	seqs    []uint64
 	dec     recordReader
 	// failed is set when a delivery fails: the next one may repeat rows the
-	// sink took before the failure, so all of its rows may repeat.
+	// sink took before the failure, so all of its rows may repeat. shrink
+	// halves the rows of each delivery after a failed one, down to a record: a
+	// delivery the sink refuses for its size (ClickHouse's memory limit on a
+	// batch of large values) gets in in parts instead of stopping the lane.
+	// Back to BatchRows after a success.
 	failed bool
+	shrink int
 
 	// pending holds the verdicts of records written by WritePending, by
 	// sequence number, from just before their commit until Resolve says all
@@ -811,7 +816,8 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	}()
 	pos := l.pos
 	var bytes int64
-	for len(rows) < s.cfg.BatchRows {
+	limit := s.cfg.BatchRows >> min(l.shrink, 30)
+	for len(rows) < max(limit, 1) {
 		h, payload, at, next, ok, err := s.record(&l.rd, pos)
 		if err != nil {
 			return 0, held, err
@@ -867,13 +873,14 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	if err := s.sink.WriteHistory(context.Background(), rows, repeat, vers); err != nil {
 		spoolDeliverError.Inc()
 		l.failed = true
+		l.shrink++
 		return 0, held, err
 	}
 	spoolDelivered.Add(len(rows))
 	if s.cfg.Tally != nil {
 		s.cfg.Tally.Stored(rows)
 	}
-	l.failed = false
+	l.failed, l.shrink = false, 0
 	s.setPos(l, pos)
 	l.done = seqs[len(seqs)-1] + 1
 	if err := s.done.store(l.shard, l.done); err != nil {

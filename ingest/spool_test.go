@@ -1314,3 +1314,43 @@ func TestSpoolFlushEntity(t *testing.T) {
 		t.Fatalf("delivered %d rows of the flushed device (want 5) and %d of the other (want 0)", got[a], got[b])
 	}
 }
+
+// capSink refuses every delivery of more than max rows, as ClickHouse refuses
+// an insert past its memory limit.
+type capSink struct {
+	*memSink
+	max int
+}
+
+func (c *capSink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
+	if len(rows) > c.max {
+		return errors.New("memory limit exceeded")
+	}
+	return c.memSink.WriteHistory(ctx, rows, mayRepeat, vers)
+}
+
+// TestSpoolShrinksRefusedDeliveries: a lane whose deliveries the sink refuses
+// for their size delivers in smaller parts, down to a record, instead of
+// retrying the same batch for good; every row arrives once, in order.
+func TestSpoolShrinksRefusedDeliveries(t *testing.T) {
+	sink := &capSink{memSink: newMemSink(), max: 25}
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), BatchRows: 1000, FlushInterval: time.Millisecond}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	id := uuid.New()
+	for i := range 8 {
+		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink.waitRows(t, 80)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for i, r := range sink.rows {
+		if r.Ts != int64(i) {
+			t.Fatalf("row %d has ts %d: delivered out of order or twice", i, r.Ts)
+		}
+	}
+}
