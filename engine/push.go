@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,6 +83,27 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
+}
+
+// clientKey holds, in a wait's context, how to see whether its client is still
+// there (WithClient).
+type clientKey struct{}
+
+// ErrClientGone ends a device's RPC poll whose client has closed its
+// connection, before the poll takes an RPC it could not hand over.
+var ErrClientGone = errors.New("the polling client has gone")
+
+// WithClient tells the waits of ctx how to see whether their client is still
+// there: a device's RPC poll asks right before it takes an RPC, which a poll
+// answered to no one would lose.
+func WithClient(ctx context.Context, there func() bool) context.Context {
+	return context.WithValue(ctx, clientKey{}, there)
+}
+
+// clientThere reports what ctx's WithClient says; true without one.
+func clientThere(ctx context.Context) bool {
+	there, _ := ctx.Value(clientKey{}).(func() bool)
+	return there == nil || there()
 }
 
 // deviceGone signals, on any node, the device's deletion (deviceDeleted) or a

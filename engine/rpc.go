@@ -445,7 +445,8 @@ func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
 // The body is {"id":n,"method":"…","params":…} and ok is true; ok is false when
 // timeout passed first, or when the device's credentials changed (the token the
 // poll came with may be revoked). A deletion of the device is ErrDeviceDeleted; ctx ending
-// is ctx.Err(); a poll past a long-poll cap is a *LimitError at once (see
+// is ctx.Err(); a client gone (WithClient) before an RPC is taken is
+// ErrClientGone; a poll past a long-poll cap is a *LimitError at once (see
 // admitPoll). The wait holds notifier subscriptions only, no storage connection.
 func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
 	release, err := e.admitPoll(deviceID)
@@ -470,6 +471,9 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 	defer t.Stop()
 	for {
 		lost := e.resync.wait()
+		if !clientThere(ctx) {
+			return nil, false, ErrClientGone
+		}
 		body, err := e.takeRPC(store, deviceID)
 		if err != nil || body != nil {
 			return body, body != nil, err

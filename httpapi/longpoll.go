@@ -25,8 +25,10 @@ func (s *Server) getAttributeUpdates(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	body, ok, err := s.eng.WaitSharedAttributes(s.polls, dev.UUID(), timeout)
-	s.answerPoll(ctx, body, ok, err)
+	wctx, stop := s.untilHangup(ctx)
+	defer stop()
+	body, ok, err := s.eng.WaitSharedAttributes(wctx, dev.UUID(), timeout)
+	s.answerPoll(ctx, body, ok, hungUp(wctx, err))
 }
 
 // pollTimeout reads ?timeout=ms; a non-integer or negative value is a 400.
@@ -56,9 +58,13 @@ func clampPollTimeout(ms int64, maxWait time.Duration) time.Duration {
 }
 
 // answerPoll writes the outcome of a long poll: 200 with body, 408 with an empty
-// body when nothing came in time (as ThingsBoard), 503 when the node shuts down.
+// body when nothing came in time (as ThingsBoard) or its client has gone (no one
+// reads it), 503 when the node shuts down.
 func (s *Server) answerPoll(ctx *fasthttp.RequestCtx, body []byte, ok bool, err error) {
 	switch {
+	case errors.Is(err, errHungUp), errors.Is(err, engine.ErrClientGone):
+		ctx.SetStatusCode(fasthttp.StatusRequestTimeout)
+		ctx.Response.Header.SetNoDefaultContentType(true)
 	case errors.Is(err, context.Canceled):
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Node is shutting down, poll again")
 	case err != nil:

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHeadAndAllow: HEAD is answered wherever GET is, with GET's status and
@@ -76,5 +79,63 @@ func TestRESTContentType(t *testing.T) {
 		"Content-Type: application/x-www-form-urlencoded")
 	if status != 200 {
 		t.Fatalf("provision labelled as a form: %d %s", status, body)
+	}
+}
+
+// TestHangup: a device that closes its connection while its RPC poll waits
+// frees the poll at the next probe, and its poll never takes an RPC it could not
+// hand over: the device's next poll gets it. A REST caller that hangs up on a
+// two-way call ends it, and its RPC is dropped.
+func TestHangup(t *testing.T) {
+	defer func(d time.Duration) { hangupProbe = d }(hangupProbe)
+	hangupProbe = 20 * time.Millisecond
+	n := startTestNode(t)
+	tok, dev := n.Demo.DemoDeviceToken, n.Demo.DemoDeviceID.String()
+	open := func(req string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	waitPolls := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n.Eng.OpenPolls() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d open polls, want %d", n.Eng.OpenPolls(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	c := open("GET /api/v1/" + tok + "/rpc?timeout=60000 HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitPolls(1)
+	c.Close()
+	waitPolls(0) // freed at the next probe, not in 60 s
+
+	c = open("GET /api/v1/" + tok + "/rpc?timeout=60000 HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitPolls(1)
+	c.Close()
+	if status, body := n.send("POST", "/api/rpc/oneway/"+dev, n.tenant(), []byte(`{"method":"kept","persistent":true}`),
+		"Content-Type: application/json"); status != 200 {
+		t.Fatalf("persistent RPC: %d %s", status, body)
+	}
+	if status, body := n.send("GET", "/api/v1/"+tok+"/rpc?timeout=1000", "", nil); status != 200 || !strings.Contains(string(body), "kept") {
+		t.Fatalf("the RPC after a poll that hung up: %d %s", status, body)
+	}
+
+	body := `{"method":"asked","params":{},"timeout":60000}`
+	c = open("POST /api/rpc/twoway/" + dev + " HTTP/1.1\r\nHost: x\r\nX-Authorization: " + n.tenant() +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	time.Sleep(100 * time.Millisecond) // queued
+	c.Close()
+	time.Sleep(200 * time.Millisecond) // the call ends at the next probe and drops its RPC
+	if status, body := n.send("GET", "/api/v1/"+tok+"/rpc?timeout=100", "", nil); status != 408 {
+		t.Fatalf("the RPC of a caller that hung up: %d %s, want 408 (dropped)", status, body)
 	}
 }

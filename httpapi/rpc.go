@@ -41,8 +41,10 @@ func (s *Server) getRPCRequest(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	body, ok, err := s.eng.WaitRPC(s.polls, dev.UUID(), timeout)
-	s.answerPoll(ctx, body, ok, err)
+	wctx, stop := s.untilHangup(ctx)
+	defer stop()
+	body, ok, err := s.eng.WaitRPC(wctx, dev.UUID(), timeout)
+	s.answerPoll(ctx, body, ok, hungUp(wctx, err))
 }
 
 // postRPCReply takes the device's reply to RPC {requestId} (compat §1.6): 200 with
@@ -81,8 +83,15 @@ func (s *Server) callRPC(oneway, v1 bool) func(*fasthttp.RequestCtx, *engine.Pri
 		if !s.readJSON(ctx, &req) {
 			return
 		}
-		res, err := s.eng.CallRPC(s.polls, p, id, oneway, &req)
-		if err != nil {
+		// A caller that hangs up ends the wait: its RPC is dropped.
+		wctx, stop := s.untilHangup(ctx)
+		defer stop()
+		res, err := s.eng.CallRPC(wctx, p, id, oneway, &req)
+		if err = hungUp(wctx, err); err != nil {
+			if errors.Is(err, errHungUp) {
+				ctx.SetStatusCode(fasthttp.StatusRequestTimeout) // no one reads it
+				return
+			}
 			if errors.Is(err, context.Canceled) {
 				writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Node is shutting down, retry")
 				return
