@@ -57,6 +57,8 @@ func (s *Server) untilHangup(ctx *fasthttp.RequestCtx) (context.Context, func())
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
+	mu.Lock() // t is set before its function, which reads it under mu, can run
+	defer mu.Unlock()
 	t = time.AfterFunc(hangupProbe, func() {
 		mu.Lock()
 		defer mu.Unlock()
