@@ -17,14 +17,20 @@ type testEngine struct {
 	demo BootstrapResult
 }
 
-func newTestEngine(t testing.TB) *testEngine {
+// newTestEngine is an engine over a fresh embedded store with the demo data;
+// tweak, when given, changes its configuration first.
+func newTestEngine(t testing.TB, tweak ...func(*Config)) *testEngine {
 	t.Helper()
 	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := New(db, Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost})
+	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	e := New(db, cfg)
 	t.Cleanup(func() { e.Close(context.Background()) }) // before the store's
 	res, err := e.Bootstrap(context.Background(), true, "")
 	if err != nil {

@@ -531,19 +531,8 @@ func (m *mutableNotifier) Publish(ctx context.Context, topic string, msg []byte)
 // the device's open poll once the notifier has resubscribed (DropCaches), not
 // at the poll's end; a call waiting for a reply lost the same way gets it.
 func TestRPCWaitsResync(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	bus := &mutableNotifier{Notifier: notify.NewLocal()}
-	e := New(db, Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost, Notifier: bus})
-	t.Cleanup(func() { e.Close(context.Background()) })
-	res, err := e.Bootstrap(context.Background(), true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	te := &testEngine{Engine: e, demo: res}
+	te := newTestEngine(t, func(c *Config) { c.Notifier = bus })
 	admin, dev, ctx := te.tenantAdmin(t), te.demo.DemoDeviceID, context.Background()
 
 	polled := make(chan pollResult, 1)
