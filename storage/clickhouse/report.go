@@ -180,7 +180,7 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFina
 	branch := func(final, devices, cond string) string {
 		args = append(args, q.StartTs, q.EndTs)
 		return with + `SELECT ` + cols + `,
-					materialize(` + bucketSQL(q.Bucket, wallSQL(q.Zone), minWall(q)) + `) AS bucket
+					materialize(` + bucketSQL(q.Bucket, wallSQL(q.Zone), minWall(q), maxWall(q)) + `) AS bucket
 				FROM ` + s.table("telemetry") + final + `
 				WHERE ` + devices + ` AND key IN (` + keyList + `) AND ts >= ? AND ts < ?` + alive + cond
 	}
@@ -477,7 +477,7 @@ func floorSQL(x string, step int64, nonNeg bool) string {
 	if nonNeg {
 		return fmt.Sprintf("(intDiv(%[1]s, %[2]s) * %[2]s)", x, i64(step))
 	}
-	return fmt.Sprintf("((intDiv(%[1]s, %[2]s) - (modulo(%[1]s, %[2]s) < 0)) * %[2]s)", x, i64(step))
+	return "(" + floorDivSQL(x, step) + " * " + i64(step) + ")"
 }
 
 // minWall is the earliest wall time a report's points can have: its start plus
@@ -490,9 +490,23 @@ func minWall(q storage.ReportQuery) int64 {
 	return q.StartTs + off
 }
 
-// bucketSQL is storage.Bucket.Key of the wall time w, whose smallest value is
-// least.
-func bucketSQL(b storage.Bucket, w string, least int64) string {
+// maxWall is the latest wall time a report's points can have: its end plus the
+// largest offset of its zone.
+func maxWall(q storage.ReportQuery) int64 {
+	off := int64(0)
+	for _, z := range q.Zone {
+		off = max(off, z.OffsetMs)
+	}
+	return q.EndTs + off
+}
+
+// dateTimeMs is the range of wall times ClickHouse's DateTime (UInt32 seconds)
+// holds, where its calendar functions can be used.
+const dateTimeMs = int64(1) << 32 * 1000
+
+// bucketSQL is storage.Bucket.Key of the wall time w, which lies in [least,
+// most].
+func bucketSQL(b storage.Bucket, w string, least, most int64) string {
 	const (
 		minute = int64(60_000)
 		hour   = 60 * minute
@@ -502,10 +516,24 @@ func bucketSQL(b storage.Bucket, w string, least int64) string {
 	)
 	n := max(b.Amount, 1)
 	pos := least >= 0
-	date := "toDateTime(intDiv(" + w + ", 1000), 'UTC')"
-	months := "(toInt64(toYear(" + date + ")) * 12 + toMonth(" + date + ") - 1)"
 	dayNum := "intDiv(" + floorSQL(w, day, pos) + ", " + i64(day) + ")"
 	isoWeekday := func(dayNum string) string { return "(modulo(modulo(" + dayNum + ", 7) + 7 + 3, 7) + 1)" }
+	// The calendar: ClickHouse's own functions where its DateTime reaches,
+	// integer arithmetic (civilSQL) before 1970 and after 2106.
+	var year, month, dom, isoWeek string
+	if pos && most < dateTimeMs {
+		date := "toDateTime(intDiv(" + w + ", 1000), 'UTC')"
+		year, month, dom = "toInt64(toYear("+date+"))", "toInt64(toMonth("+date+"))", "toInt64(toDayOfMonth("+date+"))"
+		isoWeek = "toInt64(toISOWeek(" + date + "))"
+	} else {
+		civil := civilSQL(dayNum, "cal_")
+		year, month, dom = "tupleElement("+civil+", 1)", "tupleElement("+civil+", 2)", "tupleElement("+civil+", 3)"
+		// An ISO week is the one of its Thursday, numbered in the Thursday's
+		// year.
+		isoWeek = let("cal_thu", dayNum+" - "+isoWeekday(dayNum)+" + "+i64(4),
+			"intDiv(cal_thu - "+yearStartSQL("tupleElement("+civilSQL("cal_thu", "cal_thu_")+", 1)", "cal_jan1_")+", "+i64(7)+") + "+i64(1))
+	}
+	months := "(" + year + " * 12 + " + month + " - 1)"
 	switch b.Unit {
 	case storage.BucketMinute, storage.BucketHour:
 		unit := minute
@@ -530,18 +558,59 @@ func bucketSQL(b storage.Bucket, w string, least int64) string {
 	case storage.BucketDayOfWeek:
 		return "toInt64(" + isoWeekday(dayNum) + ")"
 	case storage.BucketDayOfMonth:
-		return "toInt64(toDayOfMonth(" + date + "))"
+		return dom
 	case storage.BucketWeekOfYear:
-		return "toInt64(toISOWeek(" + date + "))"
+		return isoWeek
 	case storage.BucketWeekOfMonth:
-		dom := "toInt64(toDayOfMonth(" + date + "))"
 		return "toInt64(intDiv(" + dom + " - 1 + " + isoWeekday(dayNum+" - "+dom+" + 1") + " - 1, 7) + 1)"
 	case storage.BucketMonthOfYear:
-		return "toInt64(toMonth(" + date + "))"
+		return month
 	case storage.BucketQuarterOfYear:
-		return "toInt64(intDiv(toMonth(" + date + ") - 1, 3) + 1)"
+		return "toInt64(intDiv(" + month + " - 1, 3) + 1)"
 	}
 	return "toInt64(0)"
+}
+
+// floorDivSQL is x divided by n, rounded down (intDiv truncates toward 0).
+func floorDivSQL(x string, n int64) string {
+	return fmt.Sprintf("(intDiv(%[1]s, %[2]s) - (modulo(%[1]s, %[2]s) < 0))", x, i64(n))
+}
+
+// civilSQL is the proleptic Gregorian (year, month 1-12, day of month) of the
+// day counted from 1970-01-01 that the expression day gives, a tuple, in Int64
+// arithmetic valid for every day an Int64 of milliseconds reaches (H.
+// Hinnant's civil_from_days: 400-year eras of 146,097 days, years starting in
+// March so that a leap day is the last of its year). Names bound with let
+// start with prefix.
+func civilSQL(day, prefix string) string {
+	z, era, doe, yoe, doy, mp := prefix+"z", prefix+"era", prefix+"doe", prefix+"yoe", prefix+"doy", prefix+"mp"
+	return let(z, day+" + "+i64(719468),
+		let(era, floorDivSQL(z, 146097),
+			let(doe, z+" - "+era+" * "+i64(146097), // [0, 146096]
+				let(yoe, "intDiv("+doe+" - intDiv("+doe+", "+i64(1460)+") + intDiv("+doe+", "+i64(36524)+") - intDiv("+doe+", "+i64(146096)+"), "+i64(365)+")", // [0, 399]
+					let(doy, doe+" - ("+i64(365)+" * "+yoe+" + intDiv("+yoe+", "+i64(4)+") - intDiv("+yoe+", "+i64(100)+"))", // from March 1
+						let(mp, "intDiv("+i64(5)+" * "+doy+" + "+i64(2)+", "+i64(153)+")", // March = 0
+							"tuple("+yoe+" + "+era+" * "+i64(400)+" + ("+mp+" >= 10), "+
+								mp+" + if("+mp+" < 10, "+i64(3)+", "+i64(-9)+"), "+
+								doy+" - intDiv("+i64(153)+" * "+mp+" + "+i64(2)+", "+i64(5)+") + "+i64(1)+")"))))))
+}
+
+// yearStartSQL is the day, counted from 1970-01-01, of January 1 of year
+// (Hinnant's days_from_civil, for a January), with names as civilSQL's.
+func yearStartSQL(year, prefix string) string {
+	y, era, yoe := prefix+"y", prefix+"era", prefix+"yoe"
+	return let(y, year+" - "+i64(1), // January belongs to the previous March year
+		let(era, floorDivSQL(y, 400),
+			let(yoe, y+" - "+era+" * "+i64(400),
+				era+" * "+i64(146097)+" + "+yoe+" * "+i64(365)+" + intDiv("+yoe+", "+i64(4)+") - intDiv("+yoe+", "+i64(100)+") + "+i64(306-719468))))
+}
+
+// let is body with name bound to the value of x, computed once: a lambda over
+// a one-element array. Written out instead, the calendar's steps, each used
+// several times by the next, nest into a text past ClickHouse's query size,
+// and aliases cost 18.16 seconds to analyze the same nesting.
+func let(name, x, body string) string {
+	return "arrayElement(arrayMap(" + name + " -> " + body + ", [" + x + "]), 1)"
 }
 
 // quote is s as a ClickHouse string literal. A question mark goes as \x3F:

@@ -24,6 +24,40 @@ func RunReport(t *testing.T, open func(t *testing.T) storage.Backend) {
 	t.Run("EveryBucket", func(t *testing.T) { testReportBuckets(t, open) })
 	t.Run("Deletes", func(t *testing.T) { testReportDeletes(t, open) })
 	t.Run("KeyNames", func(t *testing.T) { testReportKeyNames(t, open) })
+	t.Run("FarDates", func(t *testing.T) { testReportFarDates(t, open) })
+}
+
+// testReportFarDates: calendar buckets of points before 1970 and after 2106,
+// where ClickHouse's DateTime (UInt32 seconds) does not reach, across leap
+// years, century years and ISO weeks that straddle a new year.
+func testReportFarDates(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	var pts []repPoint
+	ranges := [][2]int64{
+		{at("1599-12-20T00:00:00Z"), at("1601-01-10T00:00:00Z")},
+		{at("1899-12-01T00:00:00Z"), at("1901-03-05T00:00:00Z")},
+		{at("1967-12-25T00:00:00Z"), at("1970-01-20T00:00:00Z")},
+		{at("2105-12-20T00:00:00Z"), at("2106-03-01T00:00:00Z")},
+		{at("2399-12-25T00:00:00Z"), at("2401-01-08T00:00:00Z")},
+	}
+	for _, r := range ranges {
+		for ts := r[0] + 17; ts < r[1]; ts += 19*3600_000 + 7*60_000 {
+			pts = append(pts, repPoint{repDev[len(pts)%3], kv.Entry{Ts: ts, Key: "e", Value: kv.LongValue(ts / 60_000 % 1000)}})
+		}
+	}
+	writeReportFixture(t, b, pts)
+	zone := []storage.ZoneShift{{From: math.MinInt64, OffsetMs: -5 * 3600_000}}
+	for _, bk := range []storage.Bucket{
+		{Unit: storage.BucketDay}, {Unit: storage.BucketWeek}, {Unit: storage.BucketMonth}, {Unit: storage.BucketQuarter},
+		{Unit: storage.BucketYear}, {Unit: storage.BucketDayOfWeek}, {Unit: storage.BucketDayOfMonth}, {Unit: storage.BucketWeekOfYear},
+		{Unit: storage.BucketWeekOfMonth}, {Unit: storage.BucketMonthOfYear}, {Unit: storage.BucketQuarterOfYear},
+	} {
+		q := repQuery(bk) // one report over all of them: by day, about 2,000 rows
+		q.Keys, q.StartTs, q.EndTs, q.Zone = []string{"e"}, ranges[0][0], ranges[len(ranges)-1][1], nil
+		checkRows(t, fmt.Sprintf("bucket %+v", bk), report(t, b, q), expectRows(q, pts))
+		q.Zone = zone
+		checkRows(t, fmt.Sprintf("bucket %+v, UTC-5", bk), report(t, b, q), expectRows(q, pts))
+	}
 }
 
 // testReportKeyNames: keys with quotes, backslashes, question marks (the
