@@ -94,6 +94,11 @@ func appendYAMLAsJSON(buf []byte, n *yaml.Node) ([]byte, error) {
 		}
 		return append(buf, ']'), nil
 	}
+	if n.Tag == "!!float" && json.Valid([]byte(n.Value)) {
+		// As written: decoded, 22.0 would go out as 22, and in this API a
+		// number with a point is a double and one without a long.
+		return append(buf, n.Value...), nil
+	}
 	var v any
 	if err := n.Decode(&v); err != nil {
 		return nil, fmt.Errorf("line %d: %w", n.Line, err)
@@ -192,6 +197,10 @@ func (s *Server) docsAsset(ctx *fasthttp.RequestCtx) {
 	}
 	h := &ctx.Response.Header
 	h.Set("Cache-Control", "no-cache")
+	// No framing by other sites: the page authorizes itself with the main
+	// UI's token, so a page that frames it could click calls through it.
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "frame-ancestors 'none'")
 	h.Set("ETag", a.etag)
 	h.Set("Vary", "Accept-Encoding")
 	if string(ctx.Request.Header.Peek("If-None-Match")) == a.etag {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,124 @@ func TestDocsPageBrowserMainUIToken(t *testing.T) {
 	out := executeGetUser(ctx, t)
 	if !strings.Contains(out, "200") || !strings.Contains(out, `"email": "`+engine.DemoTenantAdminEmail+`"`) {
 		t.Fatalf("response on the page:\n%s", out)
+	}
+}
+
+// authorizeOnPage fills the Authorize dialog's form of one security scheme
+// (inputs in page order) and closes the dialog.
+func authorizeOnPage(ctx context.Context, t *testing.T, scheme string, values ...string) {
+	t.Helper()
+	form := `//div[contains(@class,"auth-container")][.//h4/code[text()="` + scheme + `"]]`
+	actions := []chromedp.Action[chromedp.Void]{
+		chromedp.WaitVisible(chromedp.CSS(`.auth-wrapper .authorize`)),
+		chromedp.Click(chromedp.CSS(`.auth-wrapper .authorize`)),
+	}
+	for i, v := range values {
+		actions = append(actions, chromedp.SendKeys(chromedp.Search(`(`+form+`//input)[`+strconv.Itoa(i+1)+`]`), v))
+	}
+	actions = append(actions,
+		chromedp.Click(chromedp.Search(form+`//button[@type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`.modal-ux .btn-done`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`.modal-ux`)))
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("authorize %s on the page: %v", scheme, err)
+	}
+}
+
+// executeAgain presses Execute on GET /api/auth/user once more (after
+// executeGetUser) and returns the new response's text.
+func executeAgain(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(getUserOp+` .btn-clear`)),
+		chromedp.WaitNotPresent(chromedp.CSS(getUserOp+` .live-responses-table`)),
+		chromedp.Click(chromedp.CSS(getUserOp+` .execute`)),
+		chromedp.WaitVisible(chromedp.CSS(getUserOp+` .live-responses-table .response-col_status`)),
+	); err != nil {
+		t.Fatalf("execute again: %v", err)
+	}
+	out, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(getUserOp+` .responses-wrapper`)))
+	if err != nil {
+		t.Fatalf("read the response on the page: %v", err)
+	}
+	return out
+}
+
+// TestDocsPageBrowserFailedLogin: a wrong password on the login form is tried
+// once, not at every Execute (the account would be locked after a few), and
+// the call's 401 on the page says why.
+func TestDocsPageBrowserFailedLogin(t *testing.T) {
+	n := startTestNode(t)
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+docsPage)); err != nil {
+		t.Fatal(err)
+	}
+	authorizeOnPage(ctx, t, "HttpLoginForm", engine.DemoTenantAdminEmail, "wrong")
+	out := executeGetUser(ctx, t)
+	for range 6 { // past SLUICE_LOGIN_MAX_FAILURES (5) had each been a login
+		out = executeAgain(ctx, t)
+	}
+	if !strings.Contains(out, "401") || !strings.Contains(out, "login failed") || !strings.Contains(out, "Invalid username or password") {
+		t.Fatalf("response on the page:\n%s", out)
+	}
+	n.tenant() // not locked: logs in
+}
+
+// TestDocsPageBrowserAPIKey: an API key alone authorizes the page's calls, its
+// bare value as well as "ApiKey <value>".
+func TestDocsPageBrowserAPIKey(t *testing.T) {
+	n := startTestNode(t)
+	ctx := browser(t)
+	var key engine.APIKey
+	n.decode(n.expect("POST", "/api/apiKey", n.tenant(), map[string]any{"description": "docs page", "enabled": true}, 200, ""), &key)
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+docsPage)); err != nil {
+		t.Fatal(err)
+	}
+	authorizeOnPage(ctx, t, "ApiKeyForm", *key.Value)
+	out := executeGetUser(ctx, t)
+	if !strings.Contains(out, "200") || !strings.Contains(out, `"email": "`+engine.DemoTenantAdminEmail+`"`) || !strings.Contains(out, "X-Authorization: ApiKey ") {
+		t.Fatalf("response on the page:\n%s", out)
+	}
+}
+
+// TestDocsPageBrowserUnicodePassword: a password past Latin-1, which
+// window.btoa cannot encode, logs in from the page.
+func TestDocsPageBrowserUnicodePassword(t *testing.T) {
+	n := startTestNode(t)
+	ctx := browser(t)
+	const password = "пароль-€-密码"
+	n.expect("POST", "/api/auth/changePassword", n.tenant(), map[string]string{"currentPassword": "tenant", "newPassword": password}, 200, "")
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+docsPage)); err != nil {
+		t.Fatal(err)
+	}
+	authorizeOnPage(ctx, t, "HttpLoginForm", engine.DemoTenantAdminEmail, password)
+	out := executeGetUser(ctx, t)
+	if !strings.Contains(out, "200") || !strings.Contains(out, `"email": "`+engine.DemoTenantAdminEmail+`"`) {
+		t.Fatalf("response on the page:\n%s", out)
+	}
+}
+
+// TestDocsPageBrowserMainUITokenRenewed: a main UI token within 10 s of its
+// expiry is renewed with the main UI's refresh token, never by a login with the
+// page's placeholder password.
+func TestDocsPageBrowserMainUITokenRenewed(t *testing.T) {
+	n := startTestNode(t, func(c *engine.Config) { c.AccessTokenTTL = 9 * time.Second })
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(n.URL+docsPage)); err != nil {
+		t.Fatal(err)
+	}
+	p := n.pair(n.expect("POST", "/api/auth/login", "", map[string]string{"username": engine.DemoTenantAdminEmail, "password": "tenant"}, 200, ""))
+	token, _ := json.Marshal(p.Token)
+	refresh, _ := json.Marshal(p.RefreshToken)
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`localStorage.setItem("jwt_token", `+string(token)+`); localStorage.setItem("refresh_token", `+string(refresh)+`)`),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(getUserOp)),
+	); err != nil {
+		t.Fatalf("open the page with a main UI token: %v", err)
+	}
+	out := executeGetUser(ctx, t)
+	if !strings.Contains(out, "200") || !strings.Contains(out, `"email": "`+engine.DemoTenantAdminEmail+`"`) || strings.Contains(out, p.Token) {
+		t.Fatalf("response on the page (want 200 with a renewed token):\n%s", out)
 	}
 }
