@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-iot/sluice/config"
 )
 
 // otaInfo is the part of an OtaPackageInfo the tests look at.
@@ -443,4 +446,68 @@ func TestOtaTwoNodes(t *testing.T) {
 	a.assignDeviceOta(auth, id, "firmwareId", "")
 	b.must(200, "DELETE", "/api/otaPackage/"+fw, "", auth)
 	errorBody(t, a.do("GET", "/api/otaPackage/"+fw+"/download", "", auth), 404)
+}
+
+// TestOtaUploadBody: an upload is read as any other body: compressed, it is
+// decompressed within SLUICE_MAX_BODY_SIZE (413 past it, however small the
+// compressed body); a body that is not multipart, has no "file" part, or ends
+// before the part's closing boundary is a 400 and stores nothing.
+func TestOtaUploadBody(t *testing.T) {
+	n := startNode(t, func(c *config.Config) { c.Limits.MaxBodySize = 1 << 20 })
+	auth := n.tenantAuth()
+	profile := n.defaultProfileID(auth)
+	multipartBody := func(data []byte) (string, string) {
+		var body bytes.Buffer
+		w := multipart.NewWriter(&body)
+		w.WriteField("note", "before the file")
+		part, _ := w.CreateFormFile("file", "fw.bin")
+		part.Write(data)
+		w.Close()
+		return body.String(), w.FormDataContentType()
+	}
+	gz := func(s string) string {
+		var b bytes.Buffer
+		z := gzip.NewWriter(&b)
+		z.Write([]byte(s))
+		z.Close()
+		return b.String()
+	}
+	upload := func(id, body string, headers ...string) response {
+		return n.do("POST", "/api/otaPackage/"+id+"?checksumAlgorithm=SHA256", body, append([]string{auth}, headers...)...)
+	}
+	hasData := func(id string) bool {
+		var info otaInfo
+		n.must(200, "GET", "/api/otaPackage/info/"+id, "", auth).JSON(t, &info)
+		return info.HasData
+	}
+
+	data := bytes.Repeat([]byte("firmware "), 50_000) // 450 kB, well under the limit
+	body, typ := multipartBody(data)
+	id := n.createOta(auth, "FIRMWARE", "gz", "1", profile, "")
+	if r := upload(id, gz(body), "Content-Type: "+typ, "Content-Encoding: gzip"); r.Status != 200 {
+		t.Fatalf("gzip upload: %d %s", r.Status, r.Body)
+	}
+	if got := n.must(200, "GET", "/api/otaPackage/"+id+"/download", "", auth).Body; !bytes.Equal(got, data) {
+		t.Fatalf("downloaded %d bytes, want the %d uploaded", len(got), len(data))
+	}
+
+	big, bigType := multipartBody(make([]byte, 8<<20)) // 8 MiB of zeros: a few kB compressed
+	id = n.createOta(auth, "FIRMWARE", "bomb", "1", profile, "")
+	if r := upload(id, gz(big), "Content-Type: "+bigType, "Content-Encoding: gzip"); r.Status != 413 {
+		t.Fatalf("8 MiB in gzip past a 1 MiB limit: %d %s", r.Status, r.Body)
+	}
+	if r := upload(id, string(data), "Content-Type: application/octet-stream"); r.Status != 400 || !strings.Contains(string(r.Body), "Required part 'file'") {
+		t.Fatalf("not multipart: %d %s", r.Status, r.Body)
+	}
+	noFile := "--b\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--b--\r\n"
+	if r := upload(id, noFile, "Content-Type: multipart/form-data; boundary=b"); r.Status != 400 || !strings.Contains(string(r.Body), "Required part 'file'") {
+		t.Fatalf("no file part: %d %s", r.Status, r.Body)
+	}
+	truncated := body[:len(body)/2]
+	if r := upload(id, truncated, "Content-Type: "+typ); r.Status != 400 || !strings.Contains(string(r.Body), "multipart") {
+		t.Fatalf("truncated: %d %s", r.Status, r.Body)
+	}
+	if hasData(id) {
+		t.Fatal("a refused upload stored data")
+	}
 }

@@ -1,6 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
 	"strconv"
 	"strings"
 
@@ -32,8 +37,11 @@ func (s *Server) saveOtaPackageInfo(ctx *fasthttp.RequestCtx, p *engine.Principa
 	}
 }
 
-// saveOtaPackageData takes the multipart part "file"; the engine reads it in
-// chunks (fasthttp keeps a large part in a temporary file).
+// saveOtaPackageData takes the multipart part "file". The body is read as
+// every other one (withBody: a Content-Encoding is decompressed within
+// SLUICE_MAX_BODY_SIZE) and the part is streamed from it to the engine, which
+// stores it in chunks: fasthttp's own form parsing decompressed without a limit
+// and copied the file once more.
 func (s *Server) saveOtaPackageData(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	id, ok := s.pathID(ctx, "otaPackageId")
 	if !ok {
@@ -43,25 +51,56 @@ func (s *Server) saveOtaPackageData(ctx *fasthttp.RequestCtx, p *engine.Principa
 	if !ok {
 		return
 	}
-	fh, err := ctx.FormFile("file")
-	if err != nil {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Required part 'file' is not present.")
-		return
-	}
-	f, err := fh.Open()
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	defer f.Close()
-	v, err := s.eng.SaveOtaPackageData(s.ctx, p, id, engine.OtaUpload{
-		ChecksumAlgorithm: algorithm,
-		Checksum:          string(ctx.QueryArgs().Peek("checksum")),
-		FileName:          fh.Filename,
-		ContentType:       fh.Header.Get("Content-Type"),
-		Data:              f,
+	s.withBody(ctx, s.maxBodySize(), func(body []byte) {
+		part, err := filePart(ctx, body)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		v, err := s.eng.SaveOtaPackageData(s.ctx, p, id, engine.OtaUpload{
+			ChecksumAlgorithm: algorithm,
+			Checksum:          string(ctx.QueryArgs().Peek("checksum")),
+			FileName:          part.FileName(),
+			ContentType:       part.Header.Get("Content-Type"),
+			Data:              partReader{part},
+		})
+		s.respond(ctx, v, err)
 	})
-	s.respond(ctx, v, err)
+}
+
+var errNoFilePart = &engine.Error{Code: engine.CodeBadRequestParams, Msg: "Required part 'file' is not present."}
+
+// filePart finds the part named "file" of a multipart/form-data body.
+func filePart(ctx *fasthttp.RequestCtx, body []byte) (*multipart.Part, error) {
+	typ, params, err := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
+	if err != nil || !strings.EqualFold(typ, "multipart/form-data") || params["boundary"] == "" {
+		return nil, errNoFilePart
+	}
+	r := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		part, err := r.NextPart()
+		if errors.Is(err, io.EOF) {
+			return nil, errNoFilePart
+		}
+		if err != nil {
+			return nil, &corruptBodyError{"Invalid multipart body: " + err.Error()}
+		}
+		if part.FormName() == "file" {
+			return part, nil
+		}
+	}
+}
+
+// partReader reads a multipart part, a body that ends before the part's
+// closing boundary being a 400 rather than the end of the file.
+type partReader struct{ p *multipart.Part }
+
+func (r partReader) Read(b []byte) (int, error) {
+	n, err := r.p.Read(b)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = &corruptBodyError{"Invalid multipart body: " + err.Error()}
+	}
+	return n, err
 }
 
 func (s *Server) getOtaPackageInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {

@@ -146,6 +146,10 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		// in X-Authorization.
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{log},
+		// fasthttp would parse every multipart body as it reads it, another
+		// copy of it, and refuse a malformed one with no word of why; the one
+		// route that takes multipart (an OTA upload) reads its part itself.
+		DisablePreParseMultipartForm: true,
 	}
 	addr := net.JoinHostPort(cfg.HTTP.BindAddress, strconv.Itoa(cfg.HTTP.BindPort))
 	ln, err := net.Listen("tcp", addr)
