@@ -511,3 +511,36 @@ func TestOtaUploadBody(t *testing.T) {
 		t.Fatal("a refused upload stored data")
 	}
 }
+
+// TestOtaPackageWithData: GET /api/otaPackage/{id} answers the info with the
+// bytes as base64 "data" (ThingsBoard's OtaPackage), null for a URL package or
+// one without data; tenant admins only.
+func TestOtaPackageWithData(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	profile := n.defaultProfileID(auth)
+	data := make([]byte, 3<<20+1) // past a stored chunk and not a multiple of 3
+	rand.Read(data)
+	id := n.newOta(auth, "FIRMWARE", "whole", "1", profile, data)
+	var got struct {
+		otaInfo
+		Data *[]byte `json:"data"` // base64 in JSON
+	}
+	r := n.must(200, "GET", "/api/otaPackage/"+id, "", auth)
+	r.JSON(t, &got)
+	if got.ID.ID != id || !got.HasData || got.Data == nil || !bytes.Equal(*got.Data, data) {
+		t.Fatalf("package %+v with %d bytes of data, want the %d uploaded", got.otaInfo, len(*got.Data), len(data))
+	}
+	for _, pkg := range []string{
+		n.createOta(auth, "FIRMWARE", "empty", "1", profile, ""),
+		n.createOta(auth, "FIRMWARE", "remote", "1", profile, `,"usesUrl":true,"url":"https://example.com/fw.bin"`),
+	} {
+		got.Data = nil
+		n.must(200, "GET", "/api/otaPackage/"+pkg, "", auth).JSON(t, &got)
+		if got.ID.ID != pkg || got.Data != nil {
+			t.Fatalf("package without bytes: %+v data %v", got.otaInfo, got.Data)
+		}
+	}
+	n.must(403, "GET", "/api/otaPackage/"+id, "", n.login("customer@thingsboard.org", "customer"))
+	n.must(404, "GET", "/api/otaPackage/0f0e0d0c-0b0a-4908-8706-050403020100", "", auth)
+}

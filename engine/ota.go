@@ -326,6 +326,24 @@ func (e *Engine) GetOtaPackageInfo(ctx context.Context, p *Principal, id uuid.UU
 	return &r.OtaPackageInfo, nil
 }
 
+// GetOtaPackage returns a package of p's tenant with its bytes, for
+// ThingsBoard's GET /api/otaPackage/{id} (tenant admins only): the bytes are
+// nil for a URL package or one without data yet.
+func (e *Engine) GetOtaPackage(ctx context.Context, p *Principal, id uuid.UUID) (*OtaPackageInfo, *OtaDownload, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, nil, err
+	}
+	r, err := e.loadOta(ctx, p.TenantID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.hasURL() || !r.hasBytes() {
+		return &r.OtaPackageInfo, nil, nil
+	}
+	d, err := e.otaDownload(r)
+	return &r.OtaPackageInfo, d, err
+}
+
 // ListOtaPackages returns a page of the packages of p's tenant (tenant admins and
 // customer users). With a profile id and a type, only those of that profile and
 // type that have data (what may be assigned).

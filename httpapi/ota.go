@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"io"
 	"mime"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bytedance/sonic"
 	"github.com/fasthttp/router"
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
@@ -21,6 +23,7 @@ func (s *Server) otaRoutes(r *router.Router) {
 	r.POST("/api/otaPackage", s.authed(s.saveOtaPackageInfo))
 	r.POST("/api/otaPackage/{otaPackageId}", s.authed(s.saveOtaPackageData))
 	r.GET("/api/otaPackage/info/{otaPackageId}", s.authed(s.getOtaPackageInfo))
+	r.GET("/api/otaPackage/{otaPackageId}", s.authed(s.getOtaPackage))
 	r.GET("/api/otaPackage/{otaPackageId}/download", s.authed(s.downloadOtaPackage))
 	r.DELETE("/api/otaPackage/{otaPackageId}", s.authed(s.deleteOtaPackage))
 	r.GET("/api/otaPackages", s.authed(s.otaPackages))
@@ -108,6 +111,65 @@ func (s *Server) getOtaPackageInfo(ctx *fasthttp.RequestCtx, p *engine.Principal
 		v, err := s.eng.GetOtaPackageInfo(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
+}
+
+// getOtaPackage answers the package info with its bytes as "data", base64
+// (ThingsBoard's OtaPackage, whose ByteBuffer Jackson writes so), null for a
+// URL package or one without data. The bytes are streamed, a stored chunk at a
+// time, not held whole.
+func (s *Server) getOtaPackage(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "otaPackageId")
+	if !ok {
+		return
+	}
+	info, d, err := s.eng.GetOtaPackage(s.ctx, p, id)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	head, err := sonic.Marshal(info)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	head = append(head[:len(head)-1], `,"data":`...) // the info is an object: '}' ends it
+	ctx.SetContentType("application/json")
+	if d == nil {
+		ctx.SetBody(append(head, "null}"...))
+		return
+	}
+	head = append(head, '"')
+	n := len(head) + base64.StdEncoding.EncodedLen(int(d.Size)) + len(`"}`)
+	ctx.SetBodyStream(io.MultiReader(bytes.NewReader(head), base64Reader(d.Reader(s.ctx, 0, d.Size)), strings.NewReader(`"}`)), n)
+}
+
+// base64Reader reads r encoded as standard base64, 3 KiB of r at a time.
+func base64Reader(r io.Reader) io.Reader { return &b64Reader{r: r} }
+
+type b64Reader struct {
+	r    io.Reader
+	in   [3 << 10]byte // a multiple of 3: only the last block is padded
+	out  []byte
+	done bool
+}
+
+func (b *b64Reader) Read(p []byte) (int, error) {
+	for len(b.out) == 0 {
+		if b.done {
+			return 0, io.EOF
+		}
+		n, err := io.ReadFull(b.r, b.in[:])
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			b.done = true
+		case err != nil:
+			return 0, err
+		}
+		b.out = base64.StdEncoding.AppendEncode(b.out[:0], b.in[:n])
+	}
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	return n, nil
 }
 
 func (s *Server) downloadOtaPackage(ctx *fasthttp.RequestCtx, p *engine.Principal) {
