@@ -115,6 +115,36 @@ func (e *Engine) loadOta(ctx context.Context, tenant, id uuid.UUID) (*otaRecord,
 	return r, nil
 }
 
+// updateOta reads a package of tenant, changes it and writes it over the
+// version read, again when another write came between: an info update and an
+// upload finishing at once both keep their change, and a package deleted
+// meanwhile stays deleted (ErrNotFound).
+func (e *Engine) updateOta(ctx context.Context, tenant, id uuid.UUID, change func(*otaRecord) error) (*otaRecord, error) {
+	for range maxReplaceTries {
+		r, prev, err := loadRecord[otaRecord](ctx, e, kindOtaPackage, id)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		if r.TenantID.ID != tenant {
+			return nil, ErrNotFound
+		}
+		if err := change(r); err != nil {
+			return nil, err
+		}
+		err = e.replaceRecord(ctx, kindOtaPackage, id, tenant, prev, r, otaTitleKey(tenant, r.Title, r.Version))
+		switch {
+		case errors.Is(err, storage.ErrChanged):
+			continue
+		case errors.Is(err, storage.ErrConflict):
+			return nil, errOtaTitleTaken
+		case err != nil:
+			return nil, notFound(err)
+		}
+		return r, nil
+	}
+	return nil, errChangedMeanwhile
+}
+
 func (e *Engine) putOta(ctx context.Context, r *otaRecord) error {
 	tenant := r.TenantID.ID
 	err := e.putRecord(ctx, kindOtaPackage, r.ID.ID, tenant, r, otaTitleKey(tenant, r.Title, r.Version))
@@ -136,18 +166,17 @@ func (e *Engine) SaveOtaPackageInfo(ctx context.Context, p *Principal, in *SaveO
 		return nil, err
 	}
 	if in.ID.ID != uuid.Nil {
-		old, err := e.loadOta(ctx, p.TenantID, in.ID.ID)
+		r, err := e.updateOta(ctx, p.TenantID, in.ID.ID, func(old *otaRecord) error {
+			if err := checkOtaUpdate(&old.OtaPackageInfo, &in.OtaPackageInfo); err != nil {
+				return err
+			}
+			old.AdditionalInfo = in.AdditionalInfo
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		if err := checkOtaUpdate(&old.OtaPackageInfo, &in.OtaPackageInfo); err != nil {
-			return nil, err
-		}
-		old.AdditionalInfo = in.AdditionalInfo
-		if err := e.putOta(ctx, old); err != nil {
-			return nil, err
-		}
-		return &old.OtaPackageInfo, nil
+		return &r.OtaPackageInfo, nil
 	}
 	r := &otaRecord{OtaPackageInfo: in.OtaPackageInfo}
 	r.ID = newEntityID(EntityOtaPackage, newID())
@@ -296,21 +325,30 @@ func (e *Engine) SaveOtaPackageData(ctx context.Context, p *Principal, id uuid.U
 	if err := e.claimOtaData(ctx, r, dataID, d); err != nil {
 		return nil, errors.Join(err, e.deleteOtaChunks(ctx, dataID, d.Size))
 	}
-	return e.finishOtaData(ctx, r, dataID, d)
+	info, err := e.finishOtaData(ctx, r, dataID, d)
+	if errors.Is(err, ErrNotFound) { // the package was deleted meanwhile: so are its bytes
+		return nil, errors.Join(err, e.deleteOtaData(ctx, id))
+	}
+	return info, err
 }
 
 // finishOtaData copies the description of stored bytes into the package info.
 // It is idempotent: an upload interrupted after claimOtaData is finished by the
-// next upload attempt of the package.
+// next upload attempt of the package. It writes over the version it reads, so
+// an info update at the same time is kept and a package deleted meanwhile is
+// not brought back (ErrNotFound).
 func (e *Engine) finishOtaData(ctx context.Context, r *otaRecord, dataID uuid.UUID, d *otaData) (*OtaPackageInfo, error) {
 	size := d.Size
-	r.DataID, r.HasData, r.DataSize = dataID, true, &size
-	r.FileName, r.ContentType = &d.FileName, &d.ContentType
-	r.ChecksumAlgorithm, r.Checksum = &d.ChecksumAlgorithm, &d.Checksum
-	if err := e.putOta(ctx, r); err != nil {
+	done, err := e.updateOta(ctx, r.TenantID.ID, r.ID.ID, func(r *otaRecord) error {
+		r.DataID, r.HasData, r.DataSize = dataID, true, &size
+		r.FileName, r.ContentType = &d.FileName, &d.ContentType
+		r.ChecksumAlgorithm, r.Checksum = &d.ChecksumAlgorithm, &d.Checksum
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	return &r.OtaPackageInfo, nil
+	return &done.OtaPackageInfo, nil
 }
 
 // GetOtaPackageInfo returns a package of p's tenant (tenant admins and customer
@@ -389,8 +427,10 @@ var otaPages = pageSpec[*OtaPackageInfo]{
 
 // DeleteOtaPackage deletes a package of p's tenant with its bytes (tenant admins
 // only). A package still assigned to a device or a profile is refused (400), as
-// ThingsBoard's foreign keys refuse it. The info goes last, so a failed delete
-// can be retried.
+// ThingsBoard's foreign keys refuse it. The bytes go before the info, so a failed
+// delete can be retried, and once more after it: an upload that claimed the
+// bytes in between finished over the info before it went (an upload finishing
+// after it finds the package gone and removes its bytes itself).
 func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUID) error {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return err
@@ -405,7 +445,10 @@ func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUI
 	if err := e.deleteOtaData(ctx, id); err != nil {
 		return err
 	}
-	return notFound(e.deleteRecord(ctx, kindOtaPackage, id))
+	if err := e.deleteRecord(ctx, kindOtaPackage, id); err != nil {
+		return notFound(err)
+	}
+	return e.deleteOtaData(ctx, id)
 }
 
 // removeOtaPackages deletes every package of a tenant with its bytes (tenant

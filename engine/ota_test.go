@@ -155,3 +155,55 @@ func TestOtaAccess(t *testing.T) {
 	_, err = te.SaveDevice(ctx, admin, &Device{Name: "d", SoftwareID: &info.ID}, "")
 	wantCode(t, err, CodeBadRequestParams)
 }
+
+// TestOtaWritesOverWhatTheyRead: an upload finishing after an info update
+// keeps the update, and one finishing after the package was deleted does not
+// bring it back (SaveOtaPackageData then removes the bytes).
+func TestOtaWritesOverWhatTheyRead(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	upload := func(info *OtaPackageInfo) (*otaRecord, uuid.UUID, *otaData) {
+		t.Helper()
+		r, err := te.loadOta(ctx, admin.TenantID, info.ID.ID) // what the upload read
+		if err != nil {
+			t.Fatal(err)
+		}
+		dataID := newID()
+		d := &otaData{PackageID: info.ID.ID, FileName: "f.bin", ContentType: "application/octet-stream", ChecksumAlgorithm: "SHA256", Checksum: "x"}
+		if d.Size, err = te.writeOtaChunks(ctx, dataID, bytes.NewReader([]byte("firmware"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := te.claimOtaData(ctx, r, dataID, d); err != nil {
+			t.Fatal(err)
+		}
+		return r, dataID, d
+	}
+
+	info := te.newTestOta(t, admin, "updated", "1")
+	r, dataID, d := upload(info)
+	update := *info
+	update.AdditionalInfo = []byte(`{"description":"meanwhile"}`)
+	if _, err := te.SaveOtaPackageInfo(ctx, admin, &SaveOtaPackageInfoRequest{OtaPackageInfo: update}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.finishOtaData(ctx, r, dataID, d); err != nil {
+		t.Fatal(err)
+	}
+	got, err := te.GetOtaPackageInfo(ctx, admin, info.ID.ID)
+	if err != nil || !got.HasData || string(got.AdditionalInfo) != `{"description":"meanwhile"}` {
+		t.Fatalf("after an update and an upload: %+v %s (%v)", got, got.AdditionalInfo, err)
+	}
+
+	info = te.newTestOta(t, admin, "deleted", "1")
+	r, dataID, d = upload(info)
+	if err := te.deleteRecord(ctx, kindOtaPackage, info.ID.ID); err != nil { // as DeleteOtaPackage's, past its first pass over the bytes
+		t.Fatal(err)
+	}
+	if _, err := te.finishOtaData(ctx, r, dataID, d); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("finishing the upload of a deleted package: %v, want not found", err)
+	}
+	if _, err := te.GetOtaPackageInfo(ctx, admin, info.ID.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the deleted package came back: %v", err)
+	}
+}
