@@ -122,7 +122,7 @@ func TestHostileRequests(t *testing.T) {
 	f(400, "POST", "/api/v1/provision", `{"provisionDeviceKey":`)
 	f(400, "POST", "/api/v1/provision", ``)
 	f(400, "POST", "/api/v1/provision", `[]`)
-	f(400, "POST", "/api/v1/provision", `{"provisionDeviceKey":1,"provisionDeviceSecret":2}`)
+	f(400, "POST", "/api/v1/provision", `{"provisionDeviceKey":[1],"provisionDeviceSecret":2}`)
 	f(400, "GET", "/api/v1/"+token+"/firmware", "")
 	f(400, "GET", "/api/v1/"+token+"/firmware?title=x", "")
 	f(400, "GET", "/api/v1/"+token+"/firmware?title=x&version=1&size=-1", "")

@@ -60,8 +60,20 @@ func TestProvisionOutcomes(t *testing.T) {
 	const pre = `"provisionDeviceKey":"pre-key","provisionDeviceSecret":"pre-secret"`
 	f(`{"deviceName":"a","provisionDeviceKey":"create-key","provisionDeviceSecret":"wrong"}`, provNotFound)
 	f(`{"deviceName":"a","provisionDeviceKey":"no-such-key","provisionDeviceSecret":"create-secret"}`, provNotFound)
-	f(`{"deviceName":"a","provisionDeviceKey":"create-key"}`, provNotFound)
-	f(`{"deviceName":"a","provisionDeviceSecret":"create-secret"}`, provNotFound)
+	f(`{"deviceName":"a","provisionDeviceKey":"create-key","provisionDeviceSecret":""}`, provNotFound)
+	f(`{"deviceName":"a","provisionDeviceKey":"","provisionDeviceSecret":"create-secret"}`, provNotFound)
+	// A missing field is named, as ThingsBoard names it (its 500; Sluice's 400 for a wrong shape).
+	for body, field := range map[string]string{
+		`{"deviceName":"a","provisionDeviceKey":"create-key"}`:                                 "provisionDeviceSecret",
+		`{"deviceName":"a","provisionDeviceSecret":"create-secret"}`:                           "provisionDeviceKey",
+		`{"deviceName":"a","provisionDeviceKey":null,"provisionDeviceSecret":"create-secret"}`: "provisionDeviceKey",
+		`null`: "provisionDeviceKey",
+		`{}`:   "provisionDeviceKey",
+	} {
+		if msg := errorBody(t, n.do("POST", "/api/v1/provision", body), 400); msg != "Failed to find the field "+field+" in JSON body!" {
+			t.Fatalf("provision %s: %q", body, msg)
+		}
+	}
 	f(`{"deviceName":"a","provisionDeviceKey":"off-key","provisionDeviceSecret":"off-secret"}`, provNotFound)
 	f(`{"deviceName":"  ",`+create+`}`, provFailure)
 	f(`{"deviceName":"a","token":"`+n.Token+`",`+create+`}`, provFailure) // token taken
@@ -95,6 +107,16 @@ func TestProvisionOutcomes(t *testing.T) {
 		t.Fatalf("telemetry of the provisioned device: %s", got)
 	}
 	f(`{"deviceName":"sensor-1",`+create+`}`, provFailure) // name taken
+
+	// Read as ThingsBoard's Gson reads it: a number where a string is expected
+	// is its text, "true" a true flag.
+	f(`{"deviceName":1234,"token":5678,"gateway":"TRUE",`+create+`}`,
+		`{"credentialsValue":"5678","credentialsType":"ACCESS_TOKEN","status":"SUCCESS"}`)
+	n.must(200, "GET", "/api/tenant/device?deviceName=1234", "", auth).JSON(t, &dev)
+	if compactJSON(t, dev.AdditionalInfo) != `{"gateway":true}` {
+		t.Fatalf("provisioned with a numeric name and a string flag: %+v", dev)
+	}
+	errorBody(t, n.do("POST", "/api/v1/provision", `{"deviceName":{},`+create+`}`), 400)
 
 	// Without a name or token both are generated.
 	res, _ = n.provision(`{` + create + `}`)
