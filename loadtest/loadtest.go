@@ -4,8 +4,8 @@
 // open loop (Config.Rate), requests are due on a fixed schedule and their latency is
 // measured from when they were due, so a stalled target is not hidden by the
 // generator waiting for it (coordinated omission). It records status counts, transport
-// errors, an HDR histogram of latency, and optionally a timeline of one Sample per
-// Config.Interval.
+// errors, HDR histograms of latency (of 2xx answers, and of failed requests apart),
+// and optionally a timeline of one Sample per Config.Interval.
 //
 // It only ever connects to Config.Addr. The bench harness (bench/) and the fleet
 // simulator (loadtest/fleet, cmd/sluice-load) build on it: a Generator decides the
@@ -16,6 +16,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,8 +80,14 @@ type Config struct {
 	// Stop, when set and closed, ends the run early: no request starts after it,
 	// those in flight are waited for and recorded.
 	Stop <-chan struct{}
+	// Abort, when set and closed, ends the run like Stop and also ends the wait
+	// for requests in flight: Run returns at once without them (Result.Aborted).
+	// They finish in the background, bounded by Timeout, and are not counted.
+	Abort <-chan struct{}
 	// Interval, when above 0, cuts the measured run into intervals: Result.Timeline
 	// gets one Sample per interval, and OnSample, when set, sees each as it ends.
+	// A last interval shorter than half of one is merged into the one before, which
+	// OnSample then sees a second time, grown.
 	Interval time.Duration
 	OnSample func(Sample)
 }
@@ -97,16 +105,31 @@ type Result struct {
 	Errors   int64         // requests that got no answer (connection error, timeout)
 	FirstErr error         // the first such error, for the message
 	Status   map[int]int64 // answered requests by status code
-	Elapsed  time.Duration // from the end of warm-up to the last answer
-	// Latency is in µs, of answered and failed requests: from the send in a closed
-	// loop, from when the request was due in an open loop. An open loop also
-	// records each Missed request, at the time from when it was due to the end of
-	// the run (a lower bound), so a target that stalls near the end does not drop
-	// its slowest requests from the percentiles.
+	// Elapsed is the measured run: from the end of warm-up to the end of the
+	// Duration, to the Stop when that came first, or to when the last request was
+	// sent when Requests ran out first. The rates are over it. Requests still in
+	// flight at its end are waited for (Drain) and counted, but the wait is not
+	// part of Elapsed: it would understate the rates by up to Timeout.
+	Elapsed time.Duration
+	// Drain is the time from the end of Elapsed to the last answer.
+	Drain time.Duration
+	// Aborted is set when Config.Abort ended the wait for requests in flight:
+	// those are in no count.
+	Aborted bool
+	// Latency is in µs, of 2xx answers: from the send in a closed loop, from when
+	// the request was due in an open loop. An open loop also records each Missed
+	// request, at the time from when it was due to the end of the run (a lower
+	// bound), so a target that stalls near the end does not drop its slowest
+	// requests from the percentiles. Failed requests are in FailedLatency instead:
+	// a refused connection or a fast 503 would make a dead target look quick.
 	Latency *hdrhistogram.Histogram
-	// Service is the latency from the actual send (µs); the same as Latency in a
-	// closed loop. In an open loop, Latency far above Service means requests waited
-	// for a free connection: the target, or Connections, did not keep up with Rate.
+	// FailedLatency is the latency (µs, measured as Latency is) of the requests
+	// answered other than 2xx or not answered at all.
+	FailedLatency *hdrhistogram.Histogram
+	// Service is the latency of 2xx answers from the actual send (µs); the same as
+	// Latency in a closed loop. In an open loop, Latency far above Service means
+	// requests waited for a free connection: the target, or Connections, did not
+	// keep up with Rate.
 	Service *hdrhistogram.Histogram
 	// TransportErrors counts the Errors by kind ("timeout", "connection refused", …).
 	TransportErrors map[string]int64
@@ -133,12 +156,13 @@ func (r *Result) ReqPerSec() float64 { return perSec(r.Requests, r.Elapsed) }
 // PointsPerSec is data points acknowledged (2xx) per second.
 func (r *Result) PointsPerSec() float64 { return perSec(r.Points, r.Elapsed) }
 
-// Quantile is the latency at percentile q (0 … 100) of answered and failed requests.
+// Quantile is the latency at percentile q (0 … 100) of 2xx answers (and Missed
+// requests).
 func (r *Result) Quantile(q float64) time.Duration {
 	return time.Duration(r.Latency.ValueAtQuantile(q)) * time.Microsecond
 }
 
-// Max is the highest latency recorded.
+// Max is the highest latency of 2xx answers (and Missed requests).
 func (r *Result) Max() time.Duration { return time.Duration(r.Latency.Max()) * time.Microsecond }
 
 // Failed is the number of requests answered other than 2xx or not answered at all.
@@ -200,70 +224,106 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.Rate > 0 {
 		r.sched = &schedule{start: start, rate: cfg.Rate}
 	}
+	recs := make([]*recorder, recorders(cfg.Connections))
+	for i := range recs {
+		recs[i] = newRecorder(r)
+	}
 	workers := make([]*worker, cfg.Connections)
 	for i := range workers {
-		workers[i] = newWorker(r, i)
+		workers[i] = &worker{run: r, id: i, rec: recs[i%len(recs)], hreq: &fasthttp.Request{}, resp: &fasthttp.Response{}}
 	}
 	var smp *sampler
 	if cfg.Interval > 0 {
-		smp = newSampler(r, workers)
+		smp = newSampler(r, recs)
 		go smp.loop()
 	}
 	finished := make(chan struct{})
-	if cfg.Stop != nil {
+	if cfg.Stop != nil || cfg.Abort != nil {
 		go func() {
 			select {
 			case <-cfg.Stop:
-				r.stoppedAt.Store(time.Now().UnixNano())
-				r.stopped.Store(true)
-				close(r.halt)
+			case <-cfg.Abort:
 			case <-finished:
+				return
 			}
+			r.stop(time.Now())
 		}()
 	}
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Go(w.loop)
 	}
-	wg.Wait()
+	workersDone := make(chan struct{})
+	go func() { wg.Wait(); close(workersDone) }()
+	aborted := false
+	select {
+	case <-workersDone:
+	case <-cfg.Abort:
+		// Leave the requests in flight: r.stop keeps the workers from starting more,
+		// and collect closes the recorders to what they would still record.
+		aborted = true
+		r.stop(time.Now())
+	}
 	close(finished)
-	end := time.Now()
+	last := time.Now()
 
-	res := collect(workers)
-	res.Elapsed = max(end.Sub(r.measureFrom), 0) // interrupted in the warm-up: nothing measured
-	res.Missed = r.recordMissed(res.Latency, end)
+	end, ok := r.measuredEnd()
+	if !ok { // cannot happen: the workers end only at one of the bounds
+		end = last
+	}
+	res := collect(recs)
+	res.Elapsed = end.Sub(r.measureFrom) // measuredEnd is not before measureFrom
+	res.Drain = max(last.Sub(end), 0)
+	res.Aborted = aborted
+	res.Missed = r.recordMissed(res.Latency, last)
 	if smp != nil {
 		res.Timeline = smp.stop(end)
 	}
 	return res, nil
 }
 
-// collect merges what the workers measured.
-func collect(workers []*worker) *Result {
-	res := &Result{Status: map[int]int64{}, Latency: newHistogram(), Service: newHistogram(),
+// maxRecorders bounds the recorders of a run. Each holds up to four histograms
+// of about 190 KB (1 µs to 1 h at 3 significant digits): with one per worker,
+// 2000 connections took over a gigabyte. A few, each shared by several workers
+// under its lock, keep the lock contention low at any rate HTTP reaches.
+const maxRecorders = 8
+
+// recorders is how many recorders a run of connections workers gets.
+func recorders(connections int) int {
+	return max(1, min(connections, runtime.GOMAXPROCS(0), maxRecorders))
+}
+
+// collect merges what the recorders measured, and closes them: a request left in
+// flight by an Abort records nothing after this.
+func collect(recs []*recorder) *Result {
+	res := &Result{Status: map[int]int64{}, Latency: newHistogram(), FailedLatency: newHistogram(), Service: newHistogram(),
 		TransportErrors: map[string]int64{}, Kinds: map[string]*Counts{}}
-	for _, w := range workers {
-		res.Requests += w.requests
-		res.Points += w.points
-		res.Errors += w.errors
+	for _, rec := range recs {
+		rec.mu.Lock()
+		rec.closed = true
+		res.Requests += rec.requests
+		res.Points += rec.points
+		res.Errors += rec.errors
 		if res.FirstErr == nil {
-			res.FirstErr = w.firstErr
+			res.FirstErr = rec.firstErr
 		}
-		for s, c := range w.status {
+		for s, c := range rec.status {
 			res.Status[s] += c
 		}
-		for k, c := range w.transport {
+		for k, c := range rec.transport {
 			res.TransportErrors[k] += c
 		}
-		for k, c := range w.kinds {
+		for k, c := range rec.kinds {
 			res.Kinds[k] = c.merge(res.Kinds[k])
 		}
-		res.Latency.Merge(w.hist)
-		if w.service != nil {
-			res.Service.Merge(w.service)
+		res.Latency.Merge(rec.hist)
+		res.FailedLatency.Merge(rec.failed)
+		if rec.service != nil {
+			res.Service.Merge(rec.service)
 		} else {
-			res.Service.Merge(w.hist)
+			res.Service.Merge(rec.hist)
 		}
+		rec.mu.Unlock()
 	}
 	return res
 }
@@ -309,6 +369,64 @@ func (r *run) recordMissed(h *hdrhistogram.Histogram, end time.Time) int64 {
 	return to - from
 }
 
+// measuredEnd is when the measured run ends, and whether that is known yet: the
+// end of the Duration; the Stop, when it came first; or, once Requests ran out,
+// when the last request was sent (in an open loop not before the next slot would
+// have been due, so that N requests at Rate span N/Rate). It is never before
+// measureFrom. The answers that come after it are the drain.
+func (r *run) measuredEnd() (end time.Time, known bool) {
+	use := func(t time.Time) {
+		if !known || t.Before(end) {
+			end, known = t, true
+		}
+	}
+	if !r.stopAt.IsZero() {
+		use(r.stopAt)
+	}
+	if r.stopped.Load() {
+		use(time.Unix(0, r.stoppedAt.Load()))
+	}
+	if n := r.cfg.Requests; n > 0 && r.issued.Load() >= n {
+		var last time.Time
+		if ns := r.lastSent.Load(); ns != 0 {
+			last = time.Unix(0, ns)
+		}
+		if r.sched != nil {
+			if next := r.sched.at(r.sched.before(r.measureFrom) + n); next.After(last) {
+				last = next
+			}
+		}
+		if !last.IsZero() {
+			use(last)
+		}
+	}
+	if known && end.Before(r.measureFrom) { // stopped in the warm-up: nothing measured
+		end = r.measureFrom
+	}
+	return end, known
+}
+
+// stop ends the run at now (Config.Stop or Abort): no request starts after it,
+// and workers waiting for a due time or a backoff wake up.
+func (r *run) stop(now time.Time) {
+	r.stopOnce.Do(func() {
+		r.stoppedAt.Store(now.UnixNano())
+		r.stopped.Store(true)
+		close(r.halt)
+	})
+}
+
+// sent notes that a recorded request was sent at t, for measuredEnd.
+func (r *run) sent(t time.Time) {
+	ns := t.UnixNano()
+	for {
+		last := r.lastSent.Load()
+		if ns <= last || r.lastSent.CompareAndSwap(last, ns) {
+			return
+		}
+	}
+}
+
 // merge adds c to into (nil: a new Counts) and returns it.
 func (c *Counts) merge(into *Counts) *Counts {
 	if into == nil {
@@ -330,11 +448,14 @@ func (c *Config) normalize() error {
 	if c.Generate == nil {
 		return errors.New("loadtest: Generate is nil")
 	}
-	if c.Duration <= 0 && c.Requests <= 0 {
-		return errors.New("loadtest: neither Duration nor Requests bounds the run")
-	}
 	if c.Duration < 0 || c.Requests < 0 || c.Warmup < 0 || c.Connections < 0 || c.Timeout < 0 || c.Rate < 0 || c.Interval < 0 {
 		return errors.New("loadtest: negative Duration, Requests, Warmup, Connections, Timeout, Rate or Interval")
+	}
+	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		return fmt.Errorf("loadtest: Rate %v is not a number of requests per second", c.Rate)
+	}
+	if c.Duration == 0 && c.Requests == 0 {
+		return errors.New("loadtest: neither Duration nor Requests bounds the run")
 	}
 	if c.Connections == 0 {
 		c.Connections = 1
@@ -361,8 +482,10 @@ type run struct {
 	stopAt      time.Time // zero when only Requests bounds the run
 	sched       *schedule // nil in a closed loop
 	issued      atomic.Int64
-	stopped     atomic.Bool   // Config.Stop was closed
-	stoppedAt   atomic.Int64  // when, in Unix ns
+	lastSent    atomic.Int64 // when the last recorded request was sent, in Unix ns; with Requests only
+	stopOnce    sync.Once
+	stopped     atomic.Bool   // Config.Stop or Abort was closed
+	stoppedAt   atomic.Int64  // when, in Unix ns; set before stopped
 	halt        chan struct{} // closed with stopped: wakes workers waiting for a due time
 }
 
@@ -412,70 +535,101 @@ func (r *run) take(now time.Time) ticket {
 	return ticket{ok: true, record: true, due: due}
 }
 
-// worker is one loop over one connection. The sampler reads its counters while it
-// runs, under mu; Run merges them after it ends.
-type worker struct {
-	run  *run
-	id   int
-	req  Request
-	hreq *fasthttp.Request
-	resp *fasthttp.Response
-	uri  []byte
+// errorBackoff is how long a closed-loop worker waits after a request got no
+// answer. Flat out against a dead target it would otherwise retry as fast as
+// connections are refused, measuring only that and flooding whatever is there.
+const errorBackoff = 100 * time.Millisecond
 
+// backoff is how long a worker waits at now after a request that ended with err:
+// errorBackoff after a transport error in a closed loop, cut at the end of the
+// Duration. An open loop does not wait: its schedule decides when requests go.
+func (r *run) backoff(err error, now time.Time) time.Duration {
+	if err == nil || r.sched != nil {
+		return 0
+	}
+	d := errorBackoff
+	if !r.stopAt.IsZero() {
+		d = min(d, r.stopAt.Sub(now))
+	}
+	return max(d, 0)
+}
+
+// recorder is what some of the workers of a run measured; the sampler reads and
+// resets its window while they run, under mu.
+type recorder struct {
 	mu                       sync.Mutex
+	closed                   bool // collected: record nothing more
 	requests, points, errors int64
 	firstErr                 error
 	status                   map[int]int64
 	transport                map[string]int64
 	kinds                    map[string]*Counts
-	hist                     *hdrhistogram.Histogram
-	service                  *hdrhistogram.Histogram // open loop only
+	hist                     *hdrhistogram.Histogram // 2xx answers
+	failed                   *hdrhistogram.Histogram // other answers, and no answer
+	service                  *hdrhistogram.Histogram // 2xx answers, from the send; open loop only
 	win                      window                  // with Config.Interval only
 }
 
-func newWorker(r *run, id int) *worker {
-	w := &worker{run: r, id: id, hreq: &fasthttp.Request{}, resp: &fasthttp.Response{},
-		status: map[int]int64{}, transport: map[string]int64{}, kinds: map[string]*Counts{}, hist: newHistogram()}
+func newRecorder(r *run) *recorder {
+	rec := &recorder{status: map[int]int64{}, transport: map[string]int64{}, kinds: map[string]*Counts{},
+		hist: newHistogram(), failed: newHistogram()}
 	if r.sched != nil {
-		w.service = newHistogram()
+		rec.service = newHistogram()
 	}
 	if r.cfg.Interval > 0 {
-		w.win.hist = newHistogram()
+		rec.win.hist = newHistogram()
 	}
-	return w
+	return rec
+}
+
+// worker is one loop over one connection; it records into its recorder.
+type worker struct {
+	run  *run
+	id   int
+	rec  *recorder
+	req  Request
+	hreq *fasthttp.Request
+	resp *fasthttp.Response
+	uri  []byte
 }
 
 func (w *worker) loop() {
-	var wait *time.Timer
+	var timer *time.Timer
+	// wait waits for d, or until the run is stopped (false).
+	wait := func(d time.Duration) bool {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+			return !w.run.stopped.Load() // the Stop may have come as the wait ended
+		case <-w.run.halt:
+			timer.Stop()
+			return false
+		}
+	}
 	for seq := uint64(0); ; seq++ {
 		t := w.run.take(time.Now())
 		if !t.ok {
 			return
 		}
 		if !t.due.IsZero() {
-			if d := time.Until(t.due); d > 0 {
-				if wait == nil {
-					wait = time.NewTimer(d)
-				} else {
-					wait.Reset(d)
-				}
-				// A Stop ends the wait: the request, due after it, is not sent.
-				select {
-				case <-wait.C:
-					if w.run.stopped.Load() { // the Stop came as the wait ended
-						return
-					}
-				case <-w.run.halt:
-					wait.Stop()
-					return
-				}
+			// A Stop ends the wait: the request, due after it, is not sent.
+			if d := time.Until(t.due); d > 0 && !wait(d) {
+				return
 			}
 		}
-		w.once(seq, t)
+		err := w.once(seq, t)
+		if d := w.run.backoff(err, time.Now()); d > 0 && !wait(d) {
+			return
+		}
 	}
 }
 
-func (w *worker) once(seq uint64, t ticket) {
+// once sends one request and records it; it returns the transport error, if any.
+func (w *worker) once(seq uint64, t ticket) error {
 	cfg := &w.run.cfg
 	w.req.Path, w.req.Body, w.req.Points, w.req.Kind = "", w.req.Body[:0], 0, ""
 	cfg.Generate(w.id, seq, &w.req)
@@ -491,23 +645,30 @@ func (w *worker) once(seq uint64, t ticket) {
 	w.resp.Reset()
 
 	t0 := time.Now()
+	if t.record && cfg.Requests > 0 {
+		w.run.sent(t0)
+	}
 	err := w.run.client.DoTimeout(w.hreq, w.resp, cfg.Timeout)
 	done := time.Now()
 	if !t.record {
-		return
+		return err
 	}
 	status := 0
 	if err == nil {
 		status = w.resp.StatusCode()
 	}
-	w.record(t, t0, done, status, err)
+	if !w.record(t, t0, done, status, err) {
+		return err // left in flight by an Abort: Run has returned
+	}
 	if cfg.Observe != nil {
 		cfg.Observe(w.id, seq, &w.req, status, err)
 	}
+	return err
 }
 
-// record counts one recorded request that was sent at sent and ended at done.
-func (w *worker) record(t ticket, sent, done time.Time, status int, err error) {
+// record counts one recorded request that was sent at sent and ended at done. It
+// reports false, counting nothing, once the run's results were collected.
+func (w *worker) record(t ticket, sent, done time.Time, status int, err error) bool {
 	from := sent
 	if !t.due.IsZero() {
 		from = t.due
@@ -519,39 +680,48 @@ func (w *worker) record(t ticket, sent, done time.Time, status int, err error) {
 		points = int64(w.req.Points)
 	}
 
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	rec := w.rec
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.closed {
+		return false
+	}
 	var kind *Counts
 	if w.req.Kind != "" {
-		if kind = w.kinds[w.req.Kind]; kind == nil {
+		if kind = rec.kinds[w.req.Kind]; kind == nil {
 			kind = &Counts{Status: map[int]int64{}}
-			w.kinds[w.req.Kind] = kind
+			rec.kinds[w.req.Kind] = kind
 		}
 	}
 	if err != nil {
-		w.errors++
-		if w.firstErr == nil {
-			w.firstErr = err
+		rec.errors++
+		if rec.firstErr == nil {
+			rec.firstErr = err
 		}
-		w.transport[Classify(err)]++
+		rec.transport[Classify(err)]++
 		if kind != nil {
 			kind.Errors++
 		}
 	} else {
-		w.requests++
-		w.status[status]++
-		w.points += points
+		rec.requests++
+		rec.status[status]++
+		rec.points += points
 		if kind != nil {
 			kind.Requests++
 			kind.Status[status]++
 			kind.Points += points
 		}
 	}
-	w.hist.RecordValue(lat)
-	if w.service != nil {
-		w.service.RecordValue(min(done.Sub(sent), maxLatency).Microseconds())
+	if !ok {
+		rec.failed.RecordValue(lat)
+	} else {
+		rec.hist.RecordValue(lat)
+		if rec.service != nil {
+			rec.service.RecordValue(min(done.Sub(sent), maxLatency).Microseconds())
+		}
 	}
-	if w.win.hist != nil {
-		w.win.add(lat, ok, err != nil, points)
+	if rec.win.hist != nil {
+		rec.win.add(lat, ok, err != nil, points)
 	}
+	return true
 }

@@ -54,7 +54,7 @@ func TestScheduleBefore(t *testing.T) {
 
 // openRun is a run as Run sets it up, with the schedule starting at t0.
 func openRun(rate float64, warmup, duration time.Duration, requests int64) *run {
-	r := &run{cfg: Config{Rate: rate, Requests: requests}, sched: &schedule{start: t0, rate: rate}}
+	r := &run{cfg: Config{Rate: rate, Requests: requests}, sched: &schedule{start: t0, rate: rate}, halt: make(chan struct{})}
 	r.measureFrom = t0.Add(warmup)
 	if duration > 0 {
 		r.stopAt = r.measureFrom.Add(duration)
@@ -120,6 +120,9 @@ func TestTakeRequestsAndStop(t *testing.T) {
 	}
 }
 
+// testWorker is worker 0 of r with a recorder of its own.
+func testWorker(r *run) *worker { return &worker{run: r, rec: newRecorder(r)} }
+
 // TestRecordFromDue: in an open loop the latency counts from when the request was
 // due, the service time from when it was sent; in a closed loop both from the send.
 func TestRecordFromDue(t *testing.T) {
@@ -129,22 +132,22 @@ func TestRecordFromDue(t *testing.T) {
 		if open {
 			r.sched = &schedule{start: t0, rate: 1}
 		}
-		w := newWorker(r, 0)
+		w := testWorker(r)
 		tk := ticket{ok: true, record: true}
 		if open {
 			tk.due = t0
 		}
 		w.record(tk, t0.Add(30*time.Millisecond), t0.Add(32*time.Millisecond), 200, nil)
-		if got := time.Duration(w.hist.Max()) * time.Microsecond; got < wantLatency || got > wantLatency+wantLatency/100 {
+		if got := time.Duration(w.rec.hist.Max()) * time.Microsecond; got < wantLatency || got > wantLatency+wantLatency/100 {
 			t.Fatalf("open %v: latency %v, want %v", open, got, wantLatency)
 		}
 		if open {
-			if got := time.Duration(w.service.Max()) * time.Microsecond; got < wantService || got > wantService+wantService/100 {
+			if got := time.Duration(w.rec.service.Max()) * time.Microsecond; got < wantService || got > wantService+wantService/100 {
 				t.Fatalf("service time %v, want %v", got, wantService)
 			}
 		}
-		if w.win.requests != 1 || w.win.ok != 1 || w.win.hist.TotalCount() != 1 {
-			t.Fatalf("window %+v", w.win)
+		if w.rec.win.requests != 1 || w.rec.win.ok != 1 || w.rec.win.hist.TotalCount() != 1 {
+			t.Fatalf("window %+v", w.rec.win)
 		}
 	}
 	f(true, 32*time.Millisecond, 2*time.Millisecond)
@@ -156,13 +159,14 @@ func TestRecordFromDue(t *testing.T) {
 func TestRunOpenLoop(t *testing.T) {
 	s := startServer(t, nil)
 	var samples int
+	var seen Sample
 	res, err := Run(Config{
 		Addr: s.addr, Connections: 4, Rate: 2000, Requests: 100, Interval: 10 * time.Millisecond,
 		Generate: func(worker int, seq uint64, r *Request) {
 			Telemetry([]string{"/a"}, 1, 4, 0)(worker, seq, r)
 			r.Kind = "telemetry"
 		},
-		OnSample: func(Sample) { samples++ },
+		OnSample: func(s Sample) { samples, seen = samples+1, s },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -178,9 +182,14 @@ func TestRunOpenLoop(t *testing.T) {
 		sum += smp.Requests
 		ok += smp.OK
 	}
+	// OnSample saw every sample, and the last again if a short remainder was merged into it.
 	last := res.Timeline[len(res.Timeline)-1]
-	if sum != 100 || ok != 100 || last.TotalRequests != 100 || last.TotalFailed != 0 || samples != len(res.Timeline) {
+	if sum != 100 || ok != 100 || last.TotalRequests != 100 || last.TotalFailed != 0 || seen != last ||
+		samples < len(res.Timeline) || samples > len(res.Timeline)+1 {
 		t.Fatalf("timeline sums to %d (%d ok), last %+v, %d samples seen of %d", sum, ok, last, samples, len(res.Timeline))
+	}
+	if last.At != res.Elapsed {
+		t.Fatalf("the timeline ends at %v, the measured run at %v", last.At, res.Elapsed)
 	}
 }
 
@@ -327,5 +336,158 @@ func TestRunStopWhileWaiting(t *testing.T) {
 	}
 	if res.Requests > 2 || served.Load() > 2 {
 		t.Fatalf("%d requests answered, %d served after the Stop; want at most 2", res.Requests, served.Load())
+	}
+}
+
+// TestMeasuredEnd: the measured run ends at the end of the Duration, at the Stop
+// when it came first, or when Requests ran out at the last send (in an open loop
+// not before the next slot); the answers after it are the drain, not the run.
+func TestMeasuredEnd(t *testing.T) {
+	f := func(name string, r *run, want time.Duration, wantKnown bool) {
+		t.Helper()
+		end, known := r.measuredEnd()
+		if known != wantKnown || (known && end.Sub(t0) != want) {
+			t.Fatalf("%s: end %v (known %v), want %v (%v)", name, end.Sub(t0), known, want, wantKnown)
+		}
+	}
+	closed := func(warmup, duration time.Duration, requests int64) *run {
+		r := &run{cfg: Config{Requests: requests}, measureFrom: t0.Add(warmup), halt: make(chan struct{})}
+		if duration > 0 {
+			r.stopAt = r.measureFrom.Add(duration)
+		}
+		return r
+	}
+	f("duration", closed(time.Second, 10*time.Second, 0), 11*time.Second, true)
+
+	r := closed(0, 10*time.Second, 0)
+	r.stop(t0.Add(4 * time.Second))
+	f("stopped", r, 4*time.Second, true)
+	r = closed(0, 10*time.Second, 0)
+	r.stop(t0.Add(12 * time.Second)) // during the drain
+	f("stopped after the end", r, 10*time.Second, true)
+	r = closed(2*time.Second, 10*time.Second, 0)
+	r.stop(t0.Add(time.Second))
+	f("stopped in the warm-up", r, 2*time.Second, true)
+
+	r = closed(0, 0, 100)
+	r.issued.Store(99)
+	r.sent(t0.Add(3 * time.Second))
+	f("requests not yet out", r, 0, false)
+	r.issued.Store(104) // workers that found none left count too
+	r.sent(t0.Add(5 * time.Second))
+	r.sent(t0.Add(4 * time.Second))
+	f("requests out", r, 5*time.Second, true)
+	r.stopAt = t0.Add(2 * time.Second)
+	f("duration before requests", r, 2*time.Second, true)
+
+	r = openRun(100, time.Second, 0, 50)
+	r.issued.Store(50)
+	r.sent(t0.Add(1490 * time.Millisecond)) // slot 149, on time
+	f("open loop on time", r, 1500*time.Millisecond, true)
+	r.sent(t0.Add(1700 * time.Millisecond))
+	f("open loop late", r, 1700*time.Millisecond, true)
+}
+
+// TestRecordFailedApart: failed requests (not 2xx, or no answer) have their own
+// latency histogram, so a fast error does not flatter the latency of the 2xx
+// answers; the interval's histogram has the 2xx answers only.
+func TestRecordFailedApart(t *testing.T) {
+	r := &run{cfg: Config{Interval: time.Second}}
+	w := testWorker(r)
+	tk := ticket{ok: true, record: true}
+	w.record(tk, t0, t0.Add(20*time.Millisecond), 200, nil)
+	w.record(tk, t0, t0.Add(50*time.Microsecond), 503, nil)
+	w.record(tk, t0, t0.Add(30*time.Microsecond), 0, errors.New("connection refused"))
+	res := collect([]*recorder{w.rec})
+	if res.Latency.TotalCount() != 1 || res.Latency.Min() < 19000 || res.FailedLatency.TotalCount() != 2 || res.FailedLatency.Max() > 100 {
+		t.Fatalf("latency %d (min %d µs), failed %d (max %d µs)", res.Latency.TotalCount(), res.Latency.Min(),
+			res.FailedLatency.TotalCount(), res.FailedLatency.Max())
+	}
+	if res.Service.TotalCount() != 1 || res.Requests != 2 || res.Errors != 1 || res.Failed() != 2 {
+		t.Fatalf("service %d, result %v", res.Service.TotalCount(), res)
+	}
+	if w.rec.win.hist.TotalCount() != 1 || w.rec.win.requests != 2 || w.rec.win.errors != 1 {
+		t.Fatalf("window %+v", w.rec.win)
+	}
+	// Collected: a request still in flight (an Abort) records nothing more.
+	if w.record(tk, t0, t0.Add(time.Millisecond), 200, nil) || w.rec.requests != 2 {
+		t.Fatal("recorded after collect")
+	}
+}
+
+// TestBackoff: flat out, a worker waits after a request that got no answer (but
+// not past the end of the run); an open loop keeps to its schedule.
+func TestBackoff(t *testing.T) {
+	refused := errors.New("connection refused")
+	r := &run{measureFrom: t0, stopAt: t0.Add(time.Second)}
+	if d := r.backoff(refused, t0); d != errorBackoff {
+		t.Fatalf("closed loop after an error: %v", d)
+	}
+	if d := r.backoff(refused, t0.Add(time.Second-time.Millisecond)); d != time.Millisecond {
+		t.Fatalf("near the end: %v", d)
+	}
+	if d := r.backoff(refused, t0.Add(2*time.Second)); d != 0 {
+		t.Fatalf("after the end: %v", d)
+	}
+	if d := r.backoff(nil, t0); d != 0 {
+		t.Fatalf("without an error: %v", d)
+	}
+	if d := openRun(100, 0, time.Second, 0).backoff(refused, t0); d != 0 {
+		t.Fatalf("open loop: %v", d)
+	}
+}
+
+// TestRecorders: the recorders, and so the histograms, do not grow with the
+// connections.
+func TestRecorders(t *testing.T) {
+	if n := recorders(2000); n < 1 || n > maxRecorders {
+		t.Fatalf("%d recorders for 2000 connections", n)
+	}
+	if n := recorders(1); n != 1 {
+		t.Fatalf("%d recorders for 1 connection", n)
+	}
+}
+
+// TestRunDrain: requests in flight at the end of the Duration are waited for and
+// counted, but the rates are over the Duration, not over the wait.
+func TestRunDrain(t *testing.T) {
+	// Every answer takes longer than the whole run: each worker sends one request.
+	s := startServer(t, func(ctx *fasthttp.RequestCtx) { time.Sleep(200 * time.Millisecond) })
+	res, err := Run(Config{Addr: s.addr, Connections: 2, Duration: 100 * time.Millisecond, Interval: 10 * time.Millisecond,
+		Generate: Telemetry([]string{"/"}, 1, 2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Elapsed != 100*time.Millisecond || res.Drain <= 0 || res.Requests < 1 || res.Requests > 2 || res.Aborted {
+		t.Fatalf("elapsed %v, drain %v, result %v", res.Elapsed, res.Drain, res)
+	}
+	last := res.Timeline[len(res.Timeline)-1]
+	if last.At != res.Elapsed || last.TotalRequests != res.Requests {
+		t.Fatalf("timeline %+v", res.Timeline)
+	}
+}
+
+// TestRunAbort: an Abort returns without the requests in flight, which a Stop
+// would wait for.
+func TestRunAbort(t *testing.T) {
+	release := make(chan struct{})
+	var hits atomic.Int64
+	s := startServer(t, func(ctx *fasthttp.RequestCtx) { hits.Add(1); <-release })
+	t.Cleanup(func() { close(release) }) // before the server's shutdown
+	stop, abort := make(chan struct{}), make(chan struct{})
+	go func() {
+		for hits.Load() < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		close(stop)
+		close(abort)
+	}()
+	res, err := Run(Config{Addr: s.addr, Connections: 2, Duration: time.Hour, Timeout: time.Hour, Interval: time.Hour,
+		Stop: stop, Abort: abort, Generate: Telemetry([]string{"/"}, 1, 2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Aborted || res.Requests != 0 || res.Errors != 0 {
+		t.Fatalf("aborted %v, result %v", res.Aborted, res)
 	}
 }

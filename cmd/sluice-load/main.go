@@ -13,9 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,7 +29,11 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	// Registered for the whole run: the first signal stops the load, the second
+	// stops waiting for it, and one during the cleanup ends the cleanup.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	if err := run(os.Args[1:], os.Stdout, os.Stderr, sigs); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-load:", err)
 		os.Exit(1)
 	}
@@ -50,7 +56,7 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 		fmt.Fprintln(stderr, "Simulates a fleet of devices against a Sluice or ThingsBoard deployment. Flags:")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.URL, "url", "http://localhost:8080", "target base URL (http:// or https://)")
+	fs.StringVar(&o.URL, "url", "http://localhost:8080", "target base URL (http:// or https://), with the path prefix of a deployment behind one (https://host/tb)")
 	fs.BoolVar(&o.Insecure, "insecure", false, "skip TLS certificate verification (self-signed test deployments)")
 	fs.IntVar(&o.Devices, "devices", 10, "devices to create or provision (with -tokens: use at most this many; 0 = all)")
 	fs.StringVar(&o.User, "user", "", "log in as this tenant administrator to create devices over the REST API")
@@ -102,13 +108,52 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 			o.Devices = 0
 		}
 	}
-	if o.Duration == 0 && o.Requests == 0 {
-		return o, f, errors.New("-duration 0 needs -requests")
+	if err := check(o, f); err != nil {
+		return o, f, err
 	}
 	return o, f, nil
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+// check refuses flags that would fail only after the devices were made (and the
+// fleet's setup is the slow, visible part of a run).
+func check(o fleet.Options, f flags) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"-duration", o.Duration}, {"-warmup", o.Warmup}, {"-timeout", o.Timeout}, {"-interval", o.Interval}, {"-rpc-timeout", o.RPCTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %v: negative", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"-requests", o.Requests}, {"-devices", int64(o.Devices)}, {"-connections", int64(o.Connections)}, {"-batch-size", int64(o.BatchSize)},
+		{"-attributes-every", int64(o.AttributesEvery)}, {"-rpc-poll", int64(o.RPCPollers)}, {"-setup-concurrency", int64(o.SetupConcurrency)}} {
+		if n.v < 0 {
+			return fmt.Errorf("%s %d: negative", n.name, n.v)
+		}
+	}
+	// A NaN rate would pass every comparison and end as a JSON report that cannot
+	// be written; an infinite one makes every request due at once.
+	if math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) || o.Rate < 0 {
+		return fmt.Errorf("-rate %v: want requests per second, 0 or more (0 = flat out)", o.Rate)
+	}
+	if o.Duration == 0 && o.Requests == 0 {
+		return errors.New("-duration 0 needs -requests")
+	}
+	// Provisioned devices are found by name to delete them: that takes a login.
+	if f.cleanup && len(o.Tokens) == 0 && o.ProvisionKey != "" && o.User == "" && o.APIKey == "" {
+		return errors.New("-cleanup of provisioned devices needs a login to delete them: give -user and -password, or -api-key")
+	}
+	return nil
+}
+
+// run is the command; sigs delivers the interrupts (SIGINT, SIGTERM). The first
+// ends the setup or the load, the second the wait for requests in flight and the
+// RPC pollers' first polls, so the report comes at once; cleanup ends at the
+// next one after it began.
+func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 	o, f, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -116,10 +161,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	live := !f.quiet && isTerminal(stderr)
+	stderr = &syncWriter{w: stderr} // the progress line and the signal watcher write from goroutines
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	abort := make(chan struct{})
+	o.Abort = abort
+	endWatch := watch(sigs, stop, abort, stderr, live)
+	defer endWatch()
+
 	o.OnSample = progress(stderr, o, f.quiet, live)
 	var setupBar *progressbar.ProgressBar
 	if live && len(o.Tokens) == 0 {
@@ -132,6 +183,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr)
 	}
 	if err != nil {
+		endWatch()
 		if fl != nil && f.cleanup {
 			err = errors.Join(err, cleanup(fl, stderr))
 		}
@@ -140,11 +192,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "sluice-load: %d devices (%s) in %v\n", len(fl.Devices), fl.Mode, fl.SetupTime.Round(time.Millisecond))
 	if f.saveTokens != "" {
 		if err := writeFile(f.saveTokens, func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }); err != nil {
+			endWatch()
 			return errors.Join(err, maybeCleanup(f.cleanup, fl, stderr))
 		}
 	}
 
 	rep, err := fl.Run(ctx)
+	endWatch() // a signal from now on is cleanup's
 	if live {
 		fmt.Fprintln(stderr)
 	}
@@ -163,16 +217,51 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return errors.Join(errs...)
 }
 
+// watch calls stop at the first signal of sigs and closes abort at the second,
+// until end is called. live: stderr has a progress bar to end the line of.
+func watch(sigs <-chan os.Signal, stop func(), abort chan<- struct{}, stderr io.Writer, live bool) (end func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		stop()
+		if live {
+			fmt.Fprintln(stderr)
+		}
+		fmt.Fprintln(stderr, "sluice-load: stopping (Ctrl-C again to stop waiting for requests in flight)")
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		close(abort)
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-exited }) }
+}
+
 // progress returns the OnSample that shows the run: a progress bar with the rate,
 // failures and p99 on a terminal, a plain line per interval otherwise.
 func progress(w io.Writer, o fleet.Options, quiet, live bool) func(loadtest.Sample) {
 	if quiet {
 		return nil
 	}
+	// p99 is of the 2xx answers; "–" when there were none (not 0 ms).
+	p99 := func(d time.Duration, n int64) string {
+		if n == 0 {
+			return "–"
+		}
+		return report.Millis(ms(d))
+	}
 	line := func(s loadtest.Sample) string {
-		return fmt.Sprintf("%s req/s, %s requests, %s failed, p99 %s (so far %s)",
-			report.Thousands(s.ReqPerSec()), report.Thousands(float64(s.TotalRequests+s.TotalErrors)),
-			report.Thousands(float64(s.TotalFailed)), report.Millis(ms(s.P99)), report.Millis(ms(s.TotalP99)))
+		all := s.TotalRequests + s.TotalErrors
+		return fmt.Sprintf("%s req/s, %s requests, %s failed, 2xx p99 %s (so far %s)",
+			report.Thousands(s.ReqPerSec()), report.Thousands(float64(all)),
+			report.Thousands(float64(s.TotalFailed)), p99(s.P99, s.Latencies), p99(s.TotalP99, all-s.TotalFailed))
 	}
 	if !live {
 		return func(s loadtest.Sample) { fmt.Fprintf(w, "%6.1fs  %s\n", s.At.Seconds(), line(s)) }
@@ -220,7 +309,8 @@ func maybeCleanup(do bool, fl *fleet.Fleet, stderr io.Writer) error {
 func cleanup(fl *fleet.Fleet, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Only signals from now on: the one that ended the run came before.
+	// Only signals from now on: those that ended the run came before. (Signals
+	// are delivered to this channel as well as to run's.)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stderr, "sluice-load: deleting %d devices (Ctrl-C again to leave them)\n", len(fl.Devices))
@@ -247,6 +337,18 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -4,22 +4,32 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
 // client is the REST side of the fleet: login, device create, provision, delete.
 // It speaks the ThingsBoard platform API, so it works against ThingsBoard too.
 type client struct {
-	base string // scheme://host:port, no trailing slash
+	base string // scheme://host:port and the path prefix of -url, no trailing slash
 	http *http.Client
-	auth string // X-Authorization value: "Bearer <jwt>" or "ApiKey <key>"
 	// timeout bounds each REST call.
 	timeout time.Duration
+
+	mu   sync.Mutex
+	auth string // X-Authorization value: "Bearer <jwt>" or "ApiKey <key>"
+	// refresh, user and password renew an expired JWT (ThingsBoard's and
+	// Sluice's last 9000 s by default: a long run outlives the login).
+	refresh, user, password string
+	// renewing serializes renewals, so that the calls that all got 401 at once
+	// renew the token once.
+	renewing sync.Mutex
 }
 
 // apiError is a non-2xx answer.
@@ -33,8 +43,39 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("%s %s: status %d: %s", e.method, e.path, e.status, strings.TrimSpace(e.body))
 }
 
-// do sends body (nil: none) as JSON and decodes a 2xx answer into out (nil: ignored).
+// setAuth sets the X-Authorization value of later calls.
+func (c *client) setAuth(auth string) {
+	c.mu.Lock()
+	c.auth = auth
+	c.mu.Unlock()
+}
+
+// authHeader is the X-Authorization value calls send now ("" without a login).
+func (c *client) authHeader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.auth
+}
+
+// do sends body (nil: none) as JSON and decodes a 2xx answer into out (nil:
+// ignored). A 401 to a call made with a JWT renews the token (refresh, or log in
+// again) and tries the call once more: the token expires in a long run, and
+// cleanup at its end must still work. API keys do not expire that way.
 func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	auth := c.authHeader()
+	err := c.send(ctx, method, path, auth, body, out)
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.status != http.StatusUnauthorized || !strings.HasPrefix(auth, "Bearer ") {
+		return err
+	}
+	if rerr := c.renew(ctx, auth); rerr != nil {
+		return fmt.Errorf("%w (and the expired login could not be renewed: %v)", err, rerr)
+	}
+	return c.send(ctx, method, path, c.authHeader(), body, out)
+}
+
+// send is one call with the X-Authorization value auth ("" for none).
+func (c *client) send(ctx context.Context, method, path, auth string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -53,8 +94,8 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.auth != "" {
-		req.Header.Set("X-Authorization", c.auth)
+	if auth != "" {
+		req.Header.Set("X-Authorization", auth)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -77,16 +118,64 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// login trades a user name and password for a JWT and keeps it for later calls.
+// tokenPair is the answer of a login or a refresh.
+type tokenPair struct {
+	Token        string `json:"token"`
+	RefreshToken string `json:"refreshToken"`
+}
+
+// login trades a user name and password for a JWT and keeps it for later calls,
+// with what renews it.
 func (c *client) login(ctx context.Context, user, password string) error {
-	var tok struct{ Token string }
-	if err := c.do(ctx, http.MethodPost, "/api/auth/login", map[string]string{"username": user, "password": password}, &tok); err != nil {
+	var pair tokenPair
+	if err := c.send(ctx, http.MethodPost, "/api/auth/login", "", map[string]string{"username": user, "password": password}, &pair); err != nil {
 		return fmt.Errorf("cannot log in as %s: %w", user, err)
 	}
-	if tok.Token == "" {
+	if pair.Token == "" {
 		return fmt.Errorf("cannot log in as %s: the answer has no token", user)
 	}
-	c.auth = "Bearer " + tok.Token
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.auth, c.refresh, c.user, c.password = "Bearer "+pair.Token, pair.RefreshToken, user, password
+	return nil
+}
+
+// renew replaces the JWT that stale (an X-Authorization value) carried, unless
+// another call already did: with the refresh token (POST /api/auth/token), or,
+// when that is refused too, by logging in again.
+func (c *client) renew(ctx context.Context, stale string) error {
+	c.renewing.Lock()
+	defer c.renewing.Unlock()
+	c.mu.Lock()
+	auth, refresh, user, password := c.auth, c.refresh, c.user, c.password
+	c.mu.Unlock()
+	if auth != stale {
+		return nil // renewed while this call waited
+	}
+	var errs []error
+	if refresh != "" {
+		var pair tokenPair
+		err := c.send(ctx, http.MethodPost, "/api/auth/token", "", map[string]string{"refreshToken": refresh}, &pair)
+		if err == nil && pair.Token != "" {
+			c.mu.Lock()
+			c.auth = "Bearer " + pair.Token
+			if pair.RefreshToken != "" {
+				c.refresh = pair.RefreshToken
+			}
+			c.mu.Unlock()
+			return nil
+		}
+		if err == nil {
+			err = errors.New("the refresh answer has no token")
+		}
+		errs = append(errs, fmt.Errorf("cannot refresh the login: %w", err))
+	}
+	if user == "" {
+		return errors.Join(append(errs, errors.New("no user and password to log in again"))...)
+	}
+	if err := c.login(ctx, user, password); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	return nil
 }
 

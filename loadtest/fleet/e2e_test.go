@@ -58,7 +58,7 @@ func runWithNode(m *testing.M) int {
 	if err := c.login(context.Background(), "tenant@thingsboard.org", "tenant"); err != nil {
 		panic(err)
 	}
-	shared.auth = c.auth
+	shared.auth = c.authHeader()
 	return m.Run()
 }
 
@@ -272,6 +272,7 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 	f(Options{URL: "ftp://x", Devices: 1, Requests: 1}, "bad target URL")
+	f(Options{URL: tg.url + "/tb?x=1", Devices: 1, Requests: 1}, "bad target URL")
 	f(Options{URL: tg.url, Devices: 1, Requests: 1}, "give a tokens file")
 	f(Options{URL: tg.url, Devices: 1, Requests: 1, User: "tenant@thingsboard.org", Password: "wrong"}, "cannot log in")
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // Options describe a fleet and its traffic. URL and one way to get devices are
 // required; the rest has defaults.
 type Options struct {
-	// URL is the target: http://host:port or https://host:port.
+	// URL is the target: http://host:port or https://host:port, with the path
+	// prefix of a deployment behind one (https://host/tb): every call goes under it.
 	URL string
 	// Insecure skips TLS certificate verification (self-signed test deployments).
 	Insecure bool
@@ -61,6 +63,10 @@ type Options struct {
 	// Interval is the resolution of the report's timeline and of OnSample (default 1s).
 	Interval time.Duration
 	OnSample func(loadtest.Sample)
+	// Abort, when closed after Run's ctx ended, ends Run's wait for the requests in
+	// flight and for the RPC pollers' first polls: a second Ctrl-C. Run then
+	// reports at once, without those (report.Summary.Aborted).
+	Abort <-chan struct{}
 }
 
 func (o *Options) normalize() error {
@@ -69,6 +75,13 @@ func (o *Options) normalize() error {
 	}
 	if o.Devices < 0 || o.Connections < 0 || o.Rate < 0 || o.BatchSize < 0 || o.RPCPollers < 0 || o.AttributesEvery < 0 || o.SetupConcurrency < 0 {
 		return errors.New("negative devices, connections, rate, batch size, RPC pollers, attributes interval or setup concurrency")
+	}
+	// Checked here, before any device is made, not by loadtest.Run after.
+	if o.Duration < 0 || o.Warmup < 0 || o.Timeout < 0 || o.Requests < 0 || o.Interval < 0 || o.RPCTimeout < 0 {
+		return errors.New("negative duration, warm-up, timeout, requests, interval or RPC timeout")
+	}
+	if math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		return fmt.Errorf("rate %v is not a number of requests per second", o.Rate)
 	}
 	if len(o.Tokens) == 0 && o.Devices == 0 {
 		return errors.New("no devices: give a tokens file, or a number of devices to create or provision")
@@ -108,25 +121,36 @@ func (f *Fleet) Run(ctx context.Context) (*report.Report, error) {
 	}
 	o := f.opts
 	started := time.Now()
-	t := newTraffic(f.Devices, o.Profile, o.BatchSize, o.AttributesEvery)
+	t := newTraffic(f.Devices, f.prefix, o.Profile, o.BatchSize, o.AttributesEvery)
 
 	var rpc *rpcPollers
 	var wg sync.WaitGroup
 	pollCtx, stopPolls := context.WithCancel(ctx)
 	defer stopPolls()
+	// The pollers' first polls outlive ctx (every poller is counted once), but
+	// not an Abort.
+	firstCtx, endFirst := context.WithCancel(context.WithoutCancel(ctx))
+	defer endFirst()
+	go func() {
+		select {
+		case <-o.Abort:
+			endFirst()
+		case <-firstCtx.Done():
+		}
+	}()
 	if o.RPCPollers > 0 {
 		rpc = &rpcPollers{client: f.client, timeout: o.RPCTimeout}
 		tokens := make([]string, min(o.RPCPollers, len(f.Devices)))
 		for i := range tokens {
 			tokens[i] = f.Devices[i].Token
 		}
-		wg.Go(func() { rpc.run(pollCtx, tokens) })
+		wg.Go(func() { rpc.run(pollCtx, firstCtx, tokens) })
 	}
 
 	cfg := loadtest.Config{
 		Addr: f.addr, TLS: f.tls, Connections: o.Connections, Rate: o.Rate,
 		Duration: o.Duration, Requests: o.Requests, Warmup: o.Warmup, Timeout: o.Timeout,
-		Generate: t.generate, Interval: o.Interval, OnSample: o.OnSample, Stop: ctx.Done(),
+		Generate: t.generate, Interval: o.Interval, OnSample: o.OnSample, Stop: ctx.Done(), Abort: o.Abort,
 	}
 	if f.tls {
 		cfg.TLSConfig = f.tlsConfig()

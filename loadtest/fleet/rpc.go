@@ -30,25 +30,27 @@ type rpcPollers struct {
 // backoff is how long a poller waits after a failed poll.
 const backoff = time.Second
 
-func (p *rpcPollers) run(ctx context.Context, tokens []string) {
+// run polls as the devices of tokens until ctx ends; first bounds their first
+// polls instead (see poll).
+func (p *rpcPollers) run(ctx, first context.Context, tokens []string) {
 	p.stats.Pollers = len(tokens)
 	var wg sync.WaitGroup
 	for _, token := range tokens {
-		wg.Go(func() { p.poll(ctx, token) })
+		wg.Go(func() { p.poll(ctx, first, token) })
 	}
 	wg.Wait()
 }
 
 // poll polls as one device until ctx ends. The first poll, and the reply to what
-// it brings, run to their end even when ctx ends first, so every poller is counted
-// at least once however short the run.
-func (p *rpcPollers) poll(ctx context.Context, token string) {
+// it brings, run until firstCtx ends instead, which is later (an Abort, not the
+// end of the run), so every poller is counted at least once however short the run.
+func (p *rpcPollers) poll(ctx, firstCtx context.Context, token string) {
 	path := "/api/v1/" + token + "/rpc"
 	query := "?timeout=" + strconv.FormatInt(p.timeout.Milliseconds(), 10)
 	for first := true; ; first = false {
 		callCtx := ctx
 		if first {
-			callCtx = context.WithoutCancel(ctx)
+			callCtx = firstCtx
 		}
 		status, body, err := p.get(callCtx, path+query)
 		if callCtx.Err() != nil {

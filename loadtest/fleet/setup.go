@@ -43,10 +43,12 @@ type Fleet struct {
 	opts   Options
 	client *client
 	addr   string // host:port
+	prefix string // the path of the URL, "" or "/tb": every call goes under it
 	tls    bool
 	// unsure are devices whose create or provision failed without an answer
-	// that says it did not happen (a timeout, a dropped connection): they may
-	// exist, so Cleanup looks them up by name.
+	// that says it did not happen (a timeout, a dropped connection, a 5xx that a
+	// proxy may send after the server made it): they may exist, so Cleanup looks
+	// them up by name.
 	unsure []Device
 }
 
@@ -59,10 +61,12 @@ func New(ctx context.Context, opts Options) (*Fleet, error) {
 		return nil, err
 	}
 	u, err := url.Parse(opts.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("bad target URL %q: want http://host:port or https://host:port", opts.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("bad target URL %q: want http://host:port or https://host:port, optionally with a path (https://host/tb)", opts.URL)
 	}
-	f := &Fleet{opts: opts, tls: u.Scheme == "https", addr: u.Host}
+	// A deployment behind a path prefix (a proxy's https://host/tb) has the whole
+	// API under it: the REST calls, the device API, the RPC polls.
+	f := &Fleet{opts: opts, tls: u.Scheme == "https", addr: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/")}
 	if u.Port() == "" {
 		port := "80"
 		if f.tls {
@@ -73,7 +77,7 @@ func New(ctx context.Context, opts Options) (*Fleet, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = f.tlsConfig()
 	transport.MaxIdleConnsPerHost = opts.SetupConcurrency + opts.RPCPollers
-	f.client = &client{base: u.Scheme + "://" + u.Host, http: &http.Client{Transport: transport}, timeout: opts.Timeout}
+	f.client = &client{base: u.Scheme + "://" + u.Host + f.prefix, http: &http.Client{Transport: transport}, timeout: opts.Timeout}
 
 	start := time.Now()
 	defer func() { f.SetupTime = time.Since(start) }()
@@ -101,7 +105,7 @@ func New(ctx context.Context, opts Options) (*Fleet, error) {
 		if err := f.login(ctx); err != nil {
 			return nil, err
 		}
-		if f.client.auth == "" {
+		if f.client.authHeader() == "" {
 			return nil, errors.New("no devices: give a tokens file, a provision key and secret, or a login (user and password, or an API key) to create devices")
 		}
 		return f, f.make(ctx, func(ctx context.Context, d *Device) (err error) {
@@ -119,7 +123,7 @@ func (f *Fleet) tlsConfig() *tls.Config {
 func (f *Fleet) login(ctx context.Context) error {
 	switch {
 	case f.opts.APIKey != "":
-		f.client.auth = "ApiKey " + f.opts.APIKey
+		f.client.setAuth("ApiKey " + f.opts.APIKey)
 	case f.opts.User != "":
 		return f.client.login(ctx, f.opts.User, f.opts.Password)
 	}
@@ -137,7 +141,7 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next, done atomic.Int64
-	ok, failed := make([]bool, len(devices)), make([]bool, len(devices))
+	ok, unsure := make([]bool, len(devices)), make([]bool, len(devices))
 	var wg sync.WaitGroup
 	for range min(f.opts.SetupConcurrency, len(devices)) {
 		wg.Go(func() {
@@ -147,10 +151,7 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 					return
 				}
 				if err := one(ctx, &devices[i]); err != nil {
-					// An answer of the server's says it was not made; no answer
-					// (or a cancelled wait) leaves it unknown.
-					var ae *apiError
-					failed[i] = !errors.As(err, &ae)
+					unsure[i] = !notMade(err)
 					cancel(err)
 					return
 				}
@@ -165,7 +166,7 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 	for i, d := range devices {
 		if ok[i] {
 			f.Devices = append(f.Devices, d)
-		} else if failed[i] {
+		} else if unsure[i] {
 			d.ID = "" // found by name at cleanup
 			f.unsure = append(f.unsure, d)
 		}
@@ -180,7 +181,7 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 	if f.Mode == ModeTokens || len(f.Devices)+len(f.unsure) == 0 {
 		return nil
 	}
-	if f.client.auth == "" {
+	if f.client.authHeader() == "" {
 		return errors.New("cannot delete the provisioned devices without a login: give a user and password or an API key")
 	}
 	var errs []error
@@ -211,6 +212,15 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(append(errs, ctx.Err())...)
+}
+
+// notMade tells whether the failure of a create or provision says the device was
+// not made: only a 4xx answer does. No answer, a cancelled wait, or a 5xx (a
+// proxy's 502 or 504 may come after the server made the device) leaves it
+// unknown.
+func notMade(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.status >= 400 && ae.status < 500
 }
 
 // isNotFound tells an API answer of 404.

@@ -26,12 +26,13 @@ type traffic struct {
 	now                   func() int64   // ms
 }
 
-func newTraffic(devices []Device, profile loadtest.Profile, rows, attrEvery int) *traffic {
+// prefix is the path of the target URL ("" or "/tb"), which every path starts with.
+func newTraffic(devices []Device, prefix string, profile loadtest.Profile, rows, attrEvery int) *traffic {
 	t := &traffic{profile: profile, rows: max(rows, 1), attrEvery: uint64(max(attrEvery, 0)),
 		clocks: make([]atomic.Int64, len(devices)), now: func() int64 { return time.Now().UnixMilli() }}
 	for _, d := range devices {
-		t.telemetry = append(t.telemetry, "/api/v1/"+d.Token+"/telemetry")
-		t.attributes = append(t.attributes, "/api/v1/"+d.Token+"/attributes")
+		t.telemetry = append(t.telemetry, prefix+"/api/v1/"+d.Token+"/telemetry")
+		t.attributes = append(t.attributes, prefix+"/api/v1/"+d.Token+"/attributes")
 	}
 	return t
 }

@@ -3,8 +3,10 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-iot/sluice/loadtest"
 )
@@ -20,7 +22,7 @@ func devices(n int) []Device {
 // TestTrafficRoundRobin: requests go to the devices in turn, and every third
 // request of each device posts attributes.
 func TestTrafficRoundRobin(t *testing.T) {
-	tr := newTraffic(devices(2), loadtest.ProfileMeter, 1, 3)
+	tr := newTraffic(devices(2), "", loadtest.ProfileMeter, 1, 3)
 	var got []string
 	var r loadtest.Request
 	for i := range 8 {
@@ -35,10 +37,24 @@ func TestTrafficRoundRobin(t *testing.T) {
 	}
 }
 
+// TestTrafficPrefix: behind a path prefix every device path starts with it.
+func TestTrafficPrefix(t *testing.T) {
+	tr := newTraffic(devices(1), "/tb", loadtest.ProfileSingle, 1, 2)
+	var got []string
+	for i := range 2 {
+		var r loadtest.Request
+		tr.generate(0, uint64(i), &r)
+		got = append(got, r.Path)
+	}
+	if strings.Join(got, " ") != "/tb/api/v1/T0/telemetry /tb/api/v1/T0/attributes" {
+		t.Fatalf("paths %v", got)
+	}
+}
+
 // TestTrafficTimestamps: a device's batch rows never reuse a timestamp, follow the
 // clock when it moves, and run ahead of it when the device is faster than 1 row/ms.
 func TestTrafficTimestamps(t *testing.T) {
-	tr := newTraffic(devices(2), loadtest.ProfileBatch, 5, 0)
+	tr := newTraffic(devices(2), "", loadtest.ProfileBatch, 5, 0)
 	now := int64(1000)
 	tr.now = func() int64 { return now }
 	f := func(device int, want int64) {
@@ -101,6 +117,10 @@ func TestOptionErrors(t *testing.T) {
 	f(Options{URL: "http://x", Devices: -1}, "negative")
 	f(Options{URL: "http://x", Devices: 1, ProvisionKey: "k"}, "provision secret")
 	f(Options{URL: "http://x", Devices: 1, Profile: "nope"}, "unknown profile")
+	f(Options{URL: "http://x", Devices: 1, Duration: -time.Second}, "negative duration")
+	f(Options{URL: "http://x", Devices: 1, Requests: -1}, "negative duration")
+	f(Options{URL: "http://x", Devices: 1, Rate: math.NaN()}, "not a number")
+	f(Options{URL: "http://x", Devices: 1, Rate: math.Inf(1)}, "not a number")
 
 	o := Options{URL: "http://x", Tokens: []string{"a"}}
 	if err := o.normalize(); err != nil || o.Profile != loadtest.ProfileSingle || o.Connections != 16 || o.BatchSize != 10 {

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// series is one line of a chart.
+// series is one line of a chart. A NaN in ys is no data: a gap in the line.
 type series struct {
 	name, color string
 	ys          []float64
@@ -43,7 +43,9 @@ func lineChart(title, unit string, xs []float64, ss []series) string {
 	yMax := 0.0
 	for _, s := range ss {
 		for _, y := range s.ys {
-			yMax = max(yMax, y)
+			if !math.IsNaN(y) {
+				yMax = max(yMax, y)
+			}
 		}
 	}
 	yMax = niceCeil(yMax)
@@ -68,23 +70,38 @@ func lineChart(title, unit string, xs []float64, ss []series) string {
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s"/>`, padL, padL+plotW, padT+plotH, padT+plotH, axisColor)
 	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s"/>`, padL, padL, padT, padT+plotH, axisColor)
 
-	// One polyline per series, a point per interval end; a legend entry above the plot.
+	// One group per series: a polyline per run of intervals with data (a point per
+	// interval end), a dot for a lone one; a legend entry above the plot.
 	for i, s := range ss {
 		dash := ""
 		if s.dashed {
 			dash = ` stroke-dasharray="5 4"`
 		}
-		fmt.Fprintf(&b, `<polyline class="series" fill="none" stroke="%s" stroke-width="2"%s points="`, s.color, dash)
-		for j, v := range s.ys {
-			if j > 0 {
-				b.WriteByte(' ')
+		fmt.Fprintf(&b, `<g class="series" fill="none" stroke="%s" stroke-width="2"%s>`, s.color, dash)
+		for from := 0; from < len(s.ys); {
+			if math.IsNaN(s.ys[from]) {
+				from++
+				continue
 			}
-			fmt.Fprintf(&b, "%.1f,%.1f", x(xs[j]), y(v))
+			to := from + 1
+			for to < len(s.ys) && !math.IsNaN(s.ys[to]) {
+				to++
+			}
+			if to-from == 1 {
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" stroke="none"/>`, x(xs[from]), y(s.ys[from]), s.color)
+			} else {
+				b.WriteString(`<polyline points="`)
+				for j := from; j < to; j++ {
+					if j > from {
+						b.WriteByte(' ')
+					}
+					fmt.Fprintf(&b, "%.1f,%.1f", x(xs[j]), y(s.ys[j]))
+				}
+				b.WriteString(`"/>`)
+			}
+			from = to
 		}
-		b.WriteString(`"/>`)
-		if len(s.ys) == 1 {
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, x(xs[0]), y(s.ys[0]), s.color)
-		}
+		b.WriteString(`</g>`)
 		lx := padL + plotW - (len(ss)-i)*legendW
 		fmt.Fprintf(&b, `<rect x="%d" y="10" width="%d" height="4" fill="%s"/>`, lx, legendSwatch, s.color)
 		fmt.Fprintf(&b, `<text x="%d" y="16" %s>%s</text>`, lx+legendSwatch+4, chartFont, html.EscapeString(s.name))

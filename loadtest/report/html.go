@@ -3,6 +3,7 @@ package report
 import (
 	"html/template"
 	"io"
+	"math"
 )
 
 // WriteHTML writes the report as one self-contained page: inline CSS, the charts as
@@ -22,7 +23,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		if span > 0 {
 			failed[i] = float64(p.Failed) / span
 		}
-		p50[i], p90[i], p99[i], mx[i] = p.P50, p.P90, p.P99, p.Max
+		p50[i], p90[i], p99[i], mx[i] = orNaN(p.P50), orNaN(p.P90), orNaN(p.P99), orNaN(p.Max)
 	}
 	throughput := []series{{name: "requests/s", color: "#1f77b4", ys: rps}, {name: "failed/s", color: "#d62728", ys: failed}}
 	if r.Config.Rate > 0 {
@@ -44,12 +45,20 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Report:          r,
 		ThroughputChart: template.HTML(lineChart("Throughput", "requests per second", xs, throughput)),
 		PointsChart:     template.HTML(lineChart("Data points acknowledged", "points per second", xs, []series{{name: "points/s", color: "#2ca02c", ys: pps}})),
-		LatencyChart: template.HTML(lineChart("Latency per interval ("+latencyFrom+")", "milliseconds", xs, []series{
+		LatencyChart: template.HTML(lineChart("Latency of 2xx answers per interval ("+latencyFrom+")", "milliseconds", xs, []series{
 			{name: "p50", color: "#2ca02c", ys: p50}, {name: "p90", color: "#1f77b4", ys: p90},
 			{name: "p99", color: "#ff7f0e", ys: p99}, {name: "max", color: "#d62728", ys: mx, dashed: true}})),
 		LatencyFrom: latencyFrom,
 	}
 	return page.Execute(w, data)
+}
+
+// orNaN is v, or NaN (no data: a gap in the chart) for nil.
+func orNaN(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
@@ -85,13 +94,17 @@ Profile <b>{{.Config.Profile}}</b>{{if .Config.BatchSize}} ({{.Config.BatchSize}
 <tr><th>no answer</th><td class="n{{if .Summary.TransportErrors}} bad{{end}}">{{int .Summary.TransportErrors}}</td><th>elapsed</th><td class="n">{{printf "%.1f" .Summary.ElapsedSeconds}} s</td></tr>
 {{if .Config.Rate}}<tr><th>missed</th><td class="n{{if .Summary.Missed}} bad{{end}}">{{int .Summary.Missed}}</td><td colspan="2" class="muted">due but never sent: every connection was busy</td></tr>{{end}}
 </table>
+<p class="muted">Rates are over the elapsed time of the measured run.{{if .Summary.DrainSeconds}} The answers to the requests in flight at its end came in over {{printf "%.1f" .Summary.DrainSeconds}} s more; they count in the totals and in the last interval of the charts.{{end}}</p>
+{{if .Summary.Aborted}}<p class="bad">Interrupted: the requests still in flight were not waited for and are not counted.</p>{{end}}
 
 <h2>Latency</h2>
 <table>
 <tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th></tr>
-<tr><th>{{.LatencyFrom}}</th><td class="n">{{ms .Latency.P50}}</td><td class="n">{{ms .Latency.P90}}</td><td class="n">{{ms .Latency.P99}}</td><td class="n">{{ms .Latency.P999}}</td><td class="n">{{ms .Latency.Max}}</td><td class="n">{{ms .Latency.Mean}}</td></tr>
-{{if .Config.Rate}}<tr><th>service time</th><td class="n">{{ms .ServiceTime.P50}}</td><td class="n">{{ms .ServiceTime.P90}}</td><td class="n">{{ms .ServiceTime.P99}}</td><td class="n">{{ms .ServiceTime.P999}}</td><td class="n">{{ms .ServiceTime.Max}}</td><td class="n">{{ms .ServiceTime.Mean}}</td></tr>{{end}}
+<tr><th>2xx, {{.LatencyFrom}}</th><td class="n">{{ms .Latency.P50}}</td><td class="n">{{ms .Latency.P90}}</td><td class="n">{{ms .Latency.P99}}</td><td class="n">{{ms .Latency.P999}}</td><td class="n">{{ms .Latency.Max}}</td><td class="n">{{ms .Latency.Mean}}</td></tr>
+{{if .Config.Rate}}<tr><th>2xx, service time</th><td class="n">{{ms .ServiceTime.P50}}</td><td class="n">{{ms .ServiceTime.P90}}</td><td class="n">{{ms .ServiceTime.P99}}</td><td class="n">{{ms .ServiceTime.P999}}</td><td class="n">{{ms .ServiceTime.Max}}</td><td class="n">{{ms .ServiceTime.Mean}}</td></tr>{{end}}
+{{if .FailedLatency.Count}}<tr><th class="bad">failed, {{.LatencyFrom}}</th><td class="n">{{ms .FailedLatency.P50}}</td><td class="n">{{ms .FailedLatency.P90}}</td><td class="n">{{ms .FailedLatency.P99}}</td><td class="n">{{ms .FailedLatency.P999}}</td><td class="n">{{ms .FailedLatency.Max}}</td><td class="n">{{ms .FailedLatency.Mean}}</td></tr>{{end}}
 </table>
+<p class="muted">Latency percentiles are of the 2xx answers{{if .Config.Rate}} (and of the missed requests){{end}}; failed requests (another status, or no answer) are apart, so that fast errors do not pass for fast answers. An interval without 2xx answers is a gap in the latency chart.</p>
 {{if .Config.Rate}}<p class="muted">Latency counts from when each request was due on the schedule, so time spent waiting for a free connection is included (no coordinated omission); service time counts from the actual send.</p>{{end}}
 
 {{.ThroughputChart}}

@@ -25,10 +25,15 @@ type Report struct {
 	Setup     Setup     `json:"setup"`
 	Config    Config    `json:"config"`
 	Summary   Summary   `json:"summary"`
-	// Latency is from when each request was due (open loop, Config.Rate > 0) or
-	// from its send (closed loop); ServiceTime is always from the send.
-	Latency     Latency `json:"latencyMs"`
-	ServiceTime Latency `json:"serviceTimeMs"`
+	// Latency is of the 2xx answers (and, open loop, the missed requests): from
+	// when each request was due (open loop, Config.Rate > 0) or from its send
+	// (closed loop); ServiceTime is of the 2xx answers from the send.
+	// FailedLatency is of the requests answered other than 2xx or not answered,
+	// measured as Latency is: kept apart, a refused connection or a fast 503 would
+	// make a dead target look quick.
+	Latency       Latency `json:"latencyMs"`
+	ServiceTime   Latency `json:"serviceTimeMs"`
+	FailedLatency Latency `json:"failedLatencyMs"`
 	// Status counts answered requests by HTTP status ("200", "503", …);
 	// TransportErrors counts the unanswered ones by kind ("timeout", …).
 	Status          map[string]int64 `json:"status"`
@@ -64,15 +69,23 @@ type Config struct {
 
 // Summary is the totals of the measured run (warm-up excluded).
 type Summary struct {
-	Requests        int64   `json:"requests"`        // sent and answered or failed
-	OK              int64   `json:"ok"`              // answered 2xx
-	Failed          int64   `json:"failed"`          // answered otherwise, or not answered
-	TransportErrors int64   `json:"transportErrors"` // not answered
-	Missed          int64   `json:"missed"`          // open loop: due but never sent
-	Points          int64   `json:"points"`          // data points acknowledged (2xx)
-	ElapsedSeconds  float64 `json:"elapsedSeconds"`
-	RequestsPerSec  float64 `json:"requestsPerSec"`
-	PointsPerSec    float64 `json:"pointsPerSec"`
+	Requests        int64 `json:"requests"`        // sent and answered or failed
+	OK              int64 `json:"ok"`              // answered 2xx
+	Failed          int64 `json:"failed"`          // answered otherwise, or not answered
+	TransportErrors int64 `json:"transportErrors"` // not answered
+	Missed          int64 `json:"missed"`          // open loop: due but never sent
+	Points          int64 `json:"points"`          // data points acknowledged (2xx)
+	// ElapsedSeconds is the measured run, which the rates are over: to the end of
+	// the duration, the interruption, or the last request sent. DrainSeconds is
+	// the wait after it for the answers to requests then in flight, which count
+	// in the totals.
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
+	DrainSeconds   float64 `json:"drainSeconds"`
+	RequestsPerSec float64 `json:"requestsPerSec"`
+	PointsPerSec   float64 `json:"pointsPerSec"`
+	// Aborted: a second interruption ended the wait for requests in flight;
+	// those are in no count.
+	Aborted bool `json:"aborted,omitempty"`
 }
 
 // Latency is an HDR histogram's percentiles, in milliseconds.
@@ -109,17 +122,20 @@ type RPC struct {
 	TransportErrors map[string]int64 `json:"transportErrors"`
 }
 
-// Point is one interval of the timeline.
+// Point is one interval of the timeline. The last one also holds the answers
+// that came after the end of the run (the drain).
 type Point struct {
 	Second         float64 `json:"t"` // end of the interval, from the end of the warm-up
 	RequestsPerSec float64 `json:"requestsPerSec"`
 	PointsPerSec   float64 `json:"pointsPerSec"`
 	Requests       int64   `json:"requests"`
 	Failed         int64   `json:"failed"`
-	P50            float64 `json:"p50Ms"`
-	P90            float64 `json:"p90Ms"`
-	P99            float64 `json:"p99Ms"`
-	Max            float64 `json:"maxMs"`
+	// The latency of the 2xx answers that ended in the interval; nil (null) when
+	// there were none: no data, not 0 ms.
+	P50 *float64 `json:"p50Ms"`
+	P90 *float64 `json:"p90Ms"`
+	P99 *float64 `json:"p99Ms"`
+	Max *float64 `json:"maxMs"`
 }
 
 // Build fills the measured parts of a report (Summary, latencies, counts, timeline)
@@ -129,6 +145,7 @@ func Build(res *loadtest.Result) *Report {
 		Tool:            "sluice-load",
 		Latency:         latency(res.Latency),
 		ServiceTime:     latency(res.Service),
+		FailedLatency:   latency(res.FailedLatency),
 		Status:          statusMap(res.Status),
 		TransportErrors: maps.Clone(res.TransportErrors),
 		Kinds:           map[string]Kind{},
@@ -142,8 +159,8 @@ func Build(res *loadtest.Result) *Report {
 	}
 	r.Summary = Summary{
 		Requests: res.Requests + res.Errors, OK: res.OK(), Failed: res.Failed(), TransportErrors: res.Errors,
-		Missed: res.Missed, Points: res.Points, ElapsedSeconds: res.Elapsed.Seconds(),
-		RequestsPerSec: perSec(res.Requests+res.Errors, res.Elapsed), PointsPerSec: res.PointsPerSec(),
+		Missed: res.Missed, Points: res.Points, ElapsedSeconds: res.Elapsed.Seconds(), DrainSeconds: res.Drain.Seconds(),
+		RequestsPerSec: perSec(res.Requests+res.Errors, res.Elapsed), PointsPerSec: res.PointsPerSec(), Aborted: res.Aborted,
 	}
 	for name, c := range res.Kinds {
 		k := Kind{Requests: c.Requests + c.Errors, Points: c.Points, TransportErrors: c.Errors, Status: statusMap(c.Status)}
@@ -155,11 +172,14 @@ func Build(res *loadtest.Result) *Report {
 		r.Kinds[name] = k
 	}
 	for _, s := range res.Timeline {
-		r.Timeline = append(r.Timeline, Point{
+		p := Point{
 			Second: s.At.Seconds(), RequestsPerSec: perSec(s.Requests+s.Errors, s.Span), PointsPerSec: perSec(s.Points, s.Span),
 			Requests: s.Requests + s.Errors, Failed: s.Requests - s.OK + s.Errors,
-			P50: ms(s.P50), P90: ms(s.P90), P99: ms(s.P99), Max: ms(s.Max),
-		})
+		}
+		if s.Latencies > 0 {
+			p.P50, p.P90, p.P99, p.Max = msPtr(s.P50), msPtr(s.P90), msPtr(s.P99), msPtr(s.Max)
+		}
+		r.Timeline = append(r.Timeline, p)
 	}
 	return r
 }
@@ -192,6 +212,11 @@ func statusMap(m map[int]int64) map[string]int64 {
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func msPtr(d time.Duration) *float64 {
+	v := ms(d)
+	return &v
+}
 
 func perSec(n int64, d time.Duration) float64 {
 	if d <= 0 {

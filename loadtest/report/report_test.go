@@ -21,18 +21,20 @@ func sample(t *testing.T) *Report {
 	for i := range int64(1000) {
 		h.RecordValue(1000 + i*10) // 1 ms … 11 ms
 	}
+	failed := hdrhistogram.New(1, time.Minute.Microseconds(), 3)
+	failed.RecordValues(100, 20) // the 503s and the refused connections: 0.1 ms
 	res := &loadtest.Result{
 		Requests: 990, Errors: 10, Points: 2940, Elapsed: 2 * time.Second,
 		FirstErr: errors.New("dial tcp: connection refused"),
-		Status:   map[int]int64{200: 980, 503: 10}, Latency: h, Service: h,
+		Status:   map[int]int64{200: 980, 503: 10}, Latency: h, Service: h, FailedLatency: failed,
 		TransportErrors: map[string]int64{"timeout": 10},
 		Kinds: map[string]*loadtest.Counts{
 			"telemetry":  {Requests: 900, Points: 2940, Errors: 10, Status: map[int]int64{200: 890, 503: 10}},
 			"attributes": {Requests: 90, Status: map[int]int64{200: 90}},
 		},
 		Timeline: []loadtest.Sample{
-			{At: time.Second, Span: time.Second, Requests: 500, OK: 495, Errors: 5, Points: 1470, P50: 2 * time.Millisecond, P99: 9 * time.Millisecond, Max: 11 * time.Millisecond},
-			{At: 2 * time.Second, Span: time.Second, Requests: 490, OK: 485, Errors: 5, Points: 1470, P50: 3 * time.Millisecond, P99: 10 * time.Millisecond, Max: 11 * time.Millisecond},
+			{At: time.Second, Span: time.Second, Requests: 500, OK: 495, Errors: 5, Points: 1470, P50: 2 * time.Millisecond, P99: 9 * time.Millisecond, Max: 11 * time.Millisecond, Latencies: 495},
+			{At: 2 * time.Second, Span: time.Second, Requests: 490, OK: 485, Errors: 5, Points: 1470, P50: 3 * time.Millisecond, P99: 10 * time.Millisecond, Max: 11 * time.Millisecond, Latencies: 485},
 		},
 	}
 	r := Build(res)
@@ -56,8 +58,50 @@ func TestBuild(t *testing.T) {
 	if r.Status["503"] != 10 || r.Kinds["telemetry"].OK != 890 || r.Kinds["telemetry"].Requests != 910 || r.Kinds["attributes"].OK != 90 {
 		t.Fatalf("status %v, kinds %+v", r.Status, r.Kinds)
 	}
-	if len(r.Timeline) != 2 || r.Timeline[0].RequestsPerSec != 505 || r.Timeline[0].Failed != 10 || r.Timeline[1].P99 != 10 {
+	if len(r.Timeline) != 2 || r.Timeline[0].RequestsPerSec != 505 || r.Timeline[0].Failed != 10 || *r.Timeline[1].P99 != 10 {
 		t.Fatalf("timeline %+v", r.Timeline)
+	}
+	if f := r.FailedLatency; f.Count != 20 || f.Max > 0.11 {
+		t.Fatalf("failed latency %+v", f)
+	}
+}
+
+// TestTimelineNoData: an interval without 2xx answers has no latency: null in
+// the JSON, a gap in the chart (the lines around it end, a lone point is a dot),
+// never 0 ms.
+func TestTimelineNoData(t *testing.T) {
+	at := func(s int, latencies int64) loadtest.Sample {
+		return loadtest.Sample{At: time.Duration(s) * time.Second, Span: time.Second, Requests: 10, OK: latencies,
+			P50: time.Millisecond, P90: time.Millisecond, P99: 2 * time.Millisecond, Max: 3 * time.Millisecond, Latencies: latencies}
+	}
+	r := Build(&loadtest.Result{Status: map[int]int64{}, Timeline: []loadtest.Sample{at(1, 10), at(2, 10), at(3, 0), at(4, 10)}})
+	if r.Timeline[2].P50 != nil || r.Timeline[2].Max != nil || r.Timeline[3].P99 == nil {
+		t.Fatalf("timeline %+v", r.Timeline)
+	}
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Timeline []map[string]any }
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := doc.Timeline[2]["p99Ms"]; !ok || v != nil {
+		t.Fatalf("no-data interval in the JSON: %v", doc.Timeline[2])
+	}
+
+	b.Reset()
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	latency := page[strings.Index(page, `aria-label="Latency`):]
+	// Four series: each a line over the first two intervals and a dot at the last.
+	if n, d := strings.Count(latency, "<polyline"), strings.Count(latency, "<circle"); n != 4 || d != 4 {
+		t.Fatalf("latency chart: %d lines, %d dots", n, d)
+	}
+	if strings.Contains(page, "NaN") {
+		t.Fatal("NaN in the page")
 	}
 }
 
@@ -89,6 +133,7 @@ func TestWriteJSON(t *testing.T) {
 		"summary/requests", "summary/ok", "summary/failed", "summary/transportErrors", "summary/missed",
 		"summary/points", "summary/requestsPerSec", "summary/pointsPerSec", "summary/elapsedSeconds",
 		"latencyMs/p50", "latencyMs/p90", "latencyMs/p99", "latencyMs/p99.9", "latencyMs/max", "serviceTimeMs/p99",
+		"failedLatencyMs/p99", "failedLatencyMs/count", "summary/drainSeconds",
 		"status/200", "status/503", "transportErrors/timeout", "firstError", "byKind/telemetry/status/200",
 		"rpc/polls", "rpc/status/404", "timeline"} {
 		f(p)
@@ -113,7 +158,7 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	for _, want := range []string{"<!DOCTYPE html>", `aria-label="Throughput"`, `aria-label="Latency per interval (from due time)"`,
+	for _, want := range []string{"<!DOCTYPE html>", `aria-label="Throughput"`, `aria-label="Latency of 2xx answers per interval (from due time)"`,
 		`aria-label="Data points acknowledged"`, "<polyline", "p99.9", "5.99ms", "503", "no answer: timeout", "RPC polling", "telemetry", "attributes"} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("no %q in the page", want)
@@ -157,10 +202,23 @@ func TestWriteText(t *testing.T) {
 	sample(t).WriteText(&b)
 	out := b.String()
 	for _, want := range []string{"1,000 requests in 2.0s to http://sluice.example:8080: 500 req/s", "failed 20 (no answer 10), missed 0",
-		"latency from due time: p50 5.99ms  p90 9.99ms", "status: 200 980, 503 10", "no answer: timeout 10 (first: dial tcp: connection refused)",
+		"latency (2xx) from due time:  p50 5.99ms  p90 9.99ms", "latency of failed requests:   p50 0.100ms",
+		"status: 200 980, 503 10", "no answer: timeout 10 (first: dial tcp: connection refused)",
 		"telemetry: 910 requests, ok 890", "rpc: 2 pollers, 4 polls"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("no %q in\n%s", want, out)
+		}
+	}
+
+	// The wait for answers in flight is said apart from the run; an interruption
+	// that did not wait, and a run without a 2xx answer, are said.
+	r := sample(t)
+	r.Summary.DrainSeconds, r.Summary.Aborted, r.Latency = 0.3, true, Latency{}
+	b.Reset()
+	r.WriteText(&b)
+	for _, want := range []string{"in 2.0s (+0.3s for answers in flight) to", "interrupted:", "latency (2xx) from due time:  none"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("no %q in\n%s", want, b.String())
 		}
 	}
 }

@@ -9,20 +9,39 @@ import (
 // WriteText writes the end-of-run summary for a terminal.
 func (r *Report) WriteText(w io.Writer) {
 	s := r.Summary
-	fmt.Fprintf(w, "%s requests in %.1fs to %s: %s req/s, %s points/s\n",
-		Thousands(float64(s.Requests)), s.ElapsedSeconds, r.Target, Thousands(s.RequestsPerSec), Thousands(s.PointsPerSec))
+	drain := ""
+	if s.DrainSeconds >= 0.05 {
+		drain = fmt.Sprintf(" (+%.1fs for answers in flight)", s.DrainSeconds)
+	}
+	fmt.Fprintf(w, "%s requests in %.1fs%s to %s: %s req/s, %s points/s\n",
+		Thousands(float64(s.Requests)), s.ElapsedSeconds, drain, r.Target, Thousands(s.RequestsPerSec), Thousands(s.PointsPerSec))
+	if s.Aborted {
+		fmt.Fprintln(w, "  interrupted: the requests still in flight were not waited for and are not counted")
+	}
 	fmt.Fprintf(w, "  ok %s, failed %s (no answer %s)", Thousands(float64(s.OK)), Thousands(float64(s.Failed)), Thousands(float64(s.TransportErrors)))
 	if r.Config.Rate > 0 {
 		fmt.Fprintf(w, ", missed %s", Thousands(float64(s.Missed)))
 	}
 	fmt.Fprintln(w)
+	// The percentiles are of the 2xx answers; failed requests have their own line,
+	// so that fast errors do not pass for fast answers.
 	from := "send"
 	if r.Config.Rate > 0 {
 		from = "due time"
 	}
-	fmt.Fprintf(w, "  latency from %-9s %s\n", from+":", r.Latency)
+	line := func(name string, l Latency) {
+		if l.Count == 0 {
+			fmt.Fprintf(w, "  %-29s none\n", name+":")
+			return
+		}
+		fmt.Fprintf(w, "  %-29s %s\n", name+":", l)
+	}
+	line("latency (2xx) from "+from, r.Latency)
 	if r.Config.Rate > 0 {
-		fmt.Fprintf(w, "  service time:           %s\n", r.ServiceTime)
+		line("service time (2xx)", r.ServiceTime)
+	}
+	if r.FailedLatency.Count > 0 {
+		line("latency of failed requests", r.FailedLatency)
 	}
 	if len(r.Status) > 0 {
 		fmt.Fprintf(w, "  status: %s\n", counts(r.Status))
