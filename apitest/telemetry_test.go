@@ -45,12 +45,26 @@ func TestTelemetryRead(t *testing.T) {
 	// agg with interval 0 is no aggregation.
 	get("/values/timeseries?keys=t&startTs=1000&endTs=1600&agg=MIN&orderBy=ASC", `{"t":[{"ts":1000,"value":"10"},{"ts":1500,"value":"20"}]}`)
 	get("/keys/timeseries", `["s","t"]`)
+	// As ThingsBoard: buckets oldest first whatever orderBy says (it orders raw
+	// points only); orderBy in any case; an interval under a second counts as a
+	// second against the 700-bucket cap; a raw read with endTs before startTs is
+	// empty; each key once.
+	get("/values/timeseries?keys=t&startTs=1000&endTs=3000&interval=1000&agg=AVG", `{"t":[{"ts":1500,"value":"15.0"},{"ts":2500,"value":"30.5"}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=3000&interval=1000&agg=AVG&orderBy=DESC", `{"t":[{"ts":1500,"value":"15.0"},{"ts":2500,"value":"30.5"}]}`)
+	get("/values/timeseries?keys=t&startTs=0&endTs=9999&orderBy=asc&limit=1", `{"t":[{"ts":1000,"value":"10"}]}`)
+	get("/values/timeseries?keys=t&startTs=0&endTs=10000&interval=10&agg=COUNT&useStrictDataTypes=true", `{"t":[{"ts":1005,"value":1},{"ts":1505,"value":1},{"ts":2005,"value":1},{"ts":3505,"value":1}]}`)
+	get("/values/timeseries?keys=t&startTs=3000&endTs=1000", `{}`)
+	get("/values/timeseries?keys=t,t&key=t&startTs=1000&endTs=1001", `{"t":[{"ts":1000,"value":"10"}]}`)
+	get("/values/timeseries?keys=t,t", `{"t":[{"ts":3500,"value":"40"}]}`)
+	get("/values/timeseries?keys=t&startTs=1000&endTs=1001&intervalType=MONTH&timeZone=Europe/Kyiv", `{"t":[{"ts":1000,"value":"10"}]}`)
 
 	// Errors.
 	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=1000000&interval=1&agg=AVG", "", auth), 400)
 	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=x&endTs=1", "", auth), 400)
 	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=10&interval=1&agg=MEDIAN", "", auth), 400)
 	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0", "", auth), 400)
+	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=10&interval=-5&agg=COUNT", "", auth), 400)
+	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=10&limit=0", "", auth), 400)
 }
 
 func TestTelemetryRESTWritesAndDeletes(t *testing.T) {

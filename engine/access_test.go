@@ -60,9 +60,11 @@ func TestAuthorizeEntity(t *testing.T) {
 	f(cust, EntityCustomer, d.DemoCustomerID, true, CodePermissionDenied, uuid.Nil)
 	f(cust, EntityCustomer, ownCust2.ID.ID, false, CodePermissionDenied, uuid.Nil)
 	f(cust, EntityTenant, d.DemoTenantID, false, CodePermissionDenied, uuid.Nil)
-	// System administrator: no telemetry at all.
+	// System administrator: a tenant's own data (ThingsBoard's validateTenant), no device's or customer's.
 	f(sys, EntityDevice, d.DemoDeviceID, false, CodePermissionDenied, uuid.Nil)
-	f(sys, EntityTenant, d.DemoTenantID, false, CodePermissionDenied, uuid.Nil)
+	f(sys, EntityTenant, d.DemoTenantID, false, 0, d.DemoTenantID)
+	f(sys, EntityTenant, d.DemoTenantID, true, 0, d.DemoTenantID)
+	f(sys, EntityTenant, unknown, false, CodeItemNotFound, uuid.Nil)
 	f(sys, EntityCustomer, d.DemoCustomerID, false, CodePermissionDenied, uuid.Nil)
 	f(nil, EntityDevice, d.DemoDeviceID, false, CodeAuthentication, uuid.Nil)
 

@@ -54,15 +54,16 @@ func (e *Engine) LatestTelemetry(ctx context.Context, entityID uuid.UUID, keys [
 
 // TelemetryHistory reads the history of each key of q, in the order of q.Keys.
 func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series, error) {
-	if q.EndTs < q.StartTs {
-		return nil, Errorf(CodeBadRequestParams, "endTs must not be before startTs")
-	}
 	if q.Agg != storage.AggNone {
 		if q.Interval < 1 {
-			return nil, Errorf(CodeBadRequestParams, "Incorrect TsKvQuery. Interval must be at least 1 ms with aggregation %d", q.Agg)
+			return nil, Errorf(CodeBadRequestParams, "Invalid TsKvQuery: 'interval' must be greater than 0, but got %d", q.Interval)
 		}
+		if q.EndTs < q.StartTs {
+			return nil, Errorf(CodeBadRequestParams, "endTs must not be before startTs with an aggregation")
+		}
+		// As ThingsBoard counts them: an interval under a second as a second.
 		// Unsigned: EndTs-StartTs may not fit an int64 (EndTs >= StartTs is checked).
-		if n := uint64(q.EndTs-q.StartTs) / uint64(q.Interval); n > uint64(e.cfg.MaxAggIntervals) {
+		if n := uint64(q.EndTs-q.StartTs) / uint64(max(q.Interval, 1000)); n > uint64(e.cfg.MaxAggIntervals) {
 			return nil, Errorf(CodeBadRequestParams,
 				"Incorrect TsKvQuery. Number of intervals is to high - %d. Please increase 'interval' parameter for your query or reduce the time range of the query.", n)
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,8 +61,20 @@ func pathParam(ctx *fasthttp.RequestCtx, name string) string {
 }
 
 // keysParam reads "keys" (comma list) and repeated "key" parameters.
+// keysParam is the keys asked for, each once, in the order first asked: an
+// answer is a JSON object, a member per key. None is nil.
 func keysParam(args *fasthttp.Args) []string {
-	return append(keyList(args, "keys"), keyList(args, "key")...)
+	keys := append(keyList(args, "keys"), keyList(args, "key")...)
+	if len(keys) < 2 {
+		return keys
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func int64Param(ctx *fasthttp.RequestCtx, name string, def int64) (int64, bool) {
@@ -135,26 +148,34 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !ok {
 		return
 	}
-	q.Limit = int(min(max(limit, 1), math.MaxInt32))
+	q.Limit = int(min(limit, math.MaxInt32))
 	agg, okAgg := engine.ParseAgg(string(args.Peek("agg")))
 	if !okAgg {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid aggregation: "+string(args.Peek("agg")))
 		return
 	}
-	if it := string(args.Peek("intervalType")); it != "" && it != "MILLISECONDS" {
+	q.Agg = agg
+	if q.Interval == 0 {
+		q.Agg = storage.AggNone // compat §6: an aggregation with interval 0 is no aggregation
+	}
+	// intervalType and timeZone shape aggregation buckets only; ThingsBoard
+	// ignores them without one.
+	if it := string(args.Peek("intervalType")); it != "" && it != "MILLISECONDS" && q.Agg != storage.AggNone {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Unsupported intervalType: "+it+"; Sluice supports MILLISECONDS")
 		return
 	}
-	q.Agg = agg
-	if q.Interval <= 0 {
-		q.Agg = storage.AggNone // compat §6: an aggregation with interval 0 is no aggregation
-	}
-	switch o := string(args.Peek("orderBy")); o {
+	switch o := strings.ToUpper(string(args.Peek("orderBy"))); o { // Spring's Sort.Direction: any case
 	case "", "DESC":
 	case "ASC":
 		q.Asc = true
 	default:
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid orderBy: "+o)
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid orderBy: "+string(args.Peek("orderBy")))
+		return
+	}
+	if q.Agg != storage.AggNone {
+		q.Asc = true // ThingsBoard's buckets come oldest first whatever orderBy says: it orders raw points only
+	} else if q.Limit < 1 {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Page size must not be less than one (limit)")
 		return
 	}
 	series, err := s.eng.TelemetryHistory(s.ctx, q)
@@ -244,7 +265,7 @@ func appendSeries(buf []byte, key string, pts []kv.Entry, strict bool) []byte {
 func scopesParam(ctx *fasthttp.RequestCtx) ([]storage.Scope, bool) {
 	raw := pathParam(ctx, "scope")
 	if raw == "" {
-		return []storage.Scope{storage.ClientScope, storage.SharedScope, storage.ServerScope}, true
+		return []storage.Scope{storage.ClientScope, storage.ServerScope, storage.SharedScope}, true // ThingsBoard's AttributeScope order
 	}
 	sc, ok := storage.ParseScope(raw)
 	if !ok {
