@@ -120,7 +120,9 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !ok {
 		return
 	}
-	history := args.Has("startTs") || args.Has("endTs") || len(ctx.Path()) > 8 && string(ctx.Path()[len(ctx.Path())-8:]) == "/history"
+	// ThingsBoard routes to history by its parameters {startTs, endTs}: with
+	// only one of them the request is a latest read. /history is history.
+	history := args.Has("startTs") && args.Has("endTs") || len(ctx.Path()) > 8 && string(ctx.Path()[len(ctx.Path())-8:]) == "/history"
 	if !history {
 		latest, err := s.eng.LatestTelemetry(s.ctx, id, keys)
 		if err != nil {
