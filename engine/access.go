@@ -45,8 +45,9 @@ func requireRole(p *Principal, roles ...string) error {
 // attributes of the entity and returns the tenant that owns it. Entity types are
 // DEVICE, TENANT and CUSTOMER. The system administrator reaches any tenant's own
 // attributes and telemetry and nothing else (compat §7.8; ThingsBoard's
-// AccessValidator.validateTenant); a tenant admin reaches only its tenant's entities; a customer user only its own
-// customer and that customer's devices, and may not write its customer's data.
+// AccessValidator.validateTenant); a tenant admin reaches only its tenant's
+// entities; a customer user only its own customer and that customer's devices,
+// and may not write its customer's data.
 func (e *Engine) AuthorizeEntity(ctx context.Context, p *Principal, entityType string, id uuid.UUID, write bool) (uuid.UUID, error) {
 	if p == nil {
 		return uuid.Nil, ErrAuthFailed
