@@ -78,6 +78,12 @@ func executeGetUser(ctx context.Context, t *testing.T) string {
 	); err != nil {
 		t.Fatalf("execute GET /api/auth/user on the page: %v", err)
 	}
+	return getUserResponse(ctx, t)
+}
+
+// getUserResponse returns the text of GET /api/auth/user's live response.
+func getUserResponse(ctx context.Context, t *testing.T) string {
+	t.Helper()
 	out, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(getUserOp+` .responses-wrapper`)))
 	if err != nil {
 		t.Fatalf("read the response on the page: %v", err)
@@ -176,11 +182,7 @@ func executeAgain(ctx context.Context, t *testing.T) string {
 	); err != nil {
 		t.Fatalf("execute again: %v", err)
 	}
-	out, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(getUserOp+` .responses-wrapper`)))
-	if err != nil {
-		t.Fatalf("read the response on the page: %v", err)
-	}
-	return out
+	return getUserResponse(ctx, t)
 }
 
 // TestDocsPageBrowserFailedLogin: a wrong password on the login form is tried
