@@ -224,7 +224,13 @@ func TestHostileRequests(t *testing.T) {
 	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&interval=abc", "", auth)
 	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=avg&interval=5", "", auth)
 	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&orderBy=SIDEWAYS", "", auth)
-	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&interval=1&intervalType=WEEK", "", auth)
+	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&interval=1&intervalType=FORTNIGHT", "", auth)
+	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&intervalType=week", "", auth)
+	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&intervalType=WEEK&timeZone=Mars/Olympus", "", auth)
+	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&intervalType=WEEK&timeZone=Local", "", auth)
+	f(400, "GET", rest+"/values/timeseries?keys=a&startTs=0&endTs=10&agg=AVG&intervalType=WEEK&timeZone=%2B19:00", "", auth)
+	f(400, "GET",
+		rest+"/values/timeseries?keys=a&startTs=-9223372036854775808&endTs=9223372036854775807&agg=AVG&intervalType=QUARTER", "", auth)
 	f(400, "GET", rest+"/values/timeseries/history?keys=a", "", auth)
 	f(400, "GET",
 		rest+"/values/timeseries?keys=a&startTs=-9223372036854775808&endTs=9223372036854775807&agg=AVG&interval=1", "", auth)

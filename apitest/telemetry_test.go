@@ -1,6 +1,7 @@
 package apitest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -66,6 +67,55 @@ func TestTelemetryRead(t *testing.T) {
 	errorBody(t, n.do("GET", base+"/values/timeseries/history?keys=t&startTs=0", "", auth), 400)
 	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=10&interval=-5&agg=COUNT", "", auth), 400)
 	errorBody(t, n.do("GET", base+"/values/timeseries?keys=t&startTs=0&endTs=10&limit=0", "", auth), 400)
+}
+
+// TestTelemetryCalendar reads aggregates by calendar week, month and quarter
+// in a time zone, with ThingsBoard's boundaries (its TimeUtilsTest).
+func TestTelemetryCalendar(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	id, token := n.createDevice(auth, "calendar")
+	const (
+		start   = 1704899727000 // Wednesday, January 10, 2024 15:15:27 UTC
+		sun14   = 1705183200000 // Sunday, January 14, 0:00 in Kyiv (+02:00)
+		feb1    = 1706738400000 // February 1, 0:00 in Kyiv
+		feb1Ams = 1706742000000 // February 1, 0:00 in Amsterdam (+01:00)
+		end     = feb1 + 1
+	)
+	n.must(200, "POST", "/api/v1/"+token+"/telemetry", fmt.Sprintf(
+		`[{"ts":%d,"values":{"v":1}},{"ts":%d,"values":{"v":2}},{"ts":%d,"values":{"v":4}},{"ts":%d,"values":{"v":8}},{"ts":%d,"values":{"v":16}}]`,
+		start, sun14-1, sun14, feb1-1, feb1))
+	get := func(query, want string) {
+		t.Helper()
+		path := "/api/plugins/telemetry/DEVICE/" + id + "/values/timeseries?keys=v&agg=SUM&useStrictDataTypes=true&" +
+			fmt.Sprintf("startTs=%d&endTs=%d&", start, end) + query
+		if r := n.must(200, "GET", path, "", auth); string(r.Body) != want {
+			t.Fatalf("GET %s\n got %s\nwant %s", path, r.Body, want)
+		}
+	}
+	point := func(ts int64, v int) string { return fmt.Sprintf(`{"ts":%d,"value":%d}`, ts, v) }
+	series := func(points ...string) string { return `{"v":[` + strings.Join(points, ",") + `]}` }
+	mid := func(a, b int64) int64 { return a + (b-a)/2 }
+	const week = 7 * 24 * 3600 * 1000
+	// Sunday to Saturday: the first week is clipped to the start, the week of
+	// January 21 is empty, the last is clipped to the end.
+	get("intervalType=WEEK&timeZone=Europe/Kyiv", series(point(mid(start, sun14), 3), point(mid(sun14, sun14+week), 4), point(mid(sun14+2*week, end), 24)))
+	// Monday to Sunday: January 14 belongs to the first week; interval is not used.
+	get("intervalType=WEEK_ISO&timeZone=Europe/Kyiv&interval=1", series(point(mid(start, sun14+86400000), 7), point(mid(sun14+2*week+86400000, end), 24)))
+	get("intervalType=MONTH&timeZone=Europe/Kyiv", series(point(mid(start, feb1), 15), point(feb1, 16)))
+	get("intervalType=MONTH&timeZone=GMT%2B2", series(point(mid(start, feb1), 15), point(feb1, 16)))
+	// February starts an hour later in Amsterdam, after the end.
+	get("intervalType=MONTH&timeZone=Europe/Amsterdam", series(point(mid(start, min(end, feb1Ams)), 31)))
+	get("intervalType=QUARTER&timeZone=Europe/Kyiv&orderBy=DESC", series(point(mid(start, end), 31)))
+	// Without a zone: UTC; without an aggregation the type is not used.
+	get("intervalType=MONTH", series(point(mid(start, end), 31))) // February 1 UTC is after the end
+	r := n.must(200, "GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=v&startTs=%d&endTs=%d&intervalType=MONTH&timeZone=Nowhere&limit=1", id, start, end), "", auth)
+	if want := fmt.Sprintf(`{"v":[{"ts":%d,"value":"16"}]}`, feb1); string(r.Body) != want {
+		t.Fatalf("raw read with an intervalType: %s, want %s", r.Body, want)
+	}
+	// More than 700 weeks is refused, as ThingsBoard counts them.
+	errorBody(t, n.do("GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=v&agg=SUM&startTs=0&endTs=%d&intervalType=WEEK", id, 701*week), "", auth), 400)
+	n.must(200, "GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=v&agg=SUM&startTs=0&endTs=%d&intervalType=WEEK", id, 700*week), "", auth)
 }
 
 func TestTelemetryRESTWritesAndDeletes(t *testing.T) {

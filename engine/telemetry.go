@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -20,6 +21,10 @@ type HistoryQuery struct {
 	Agg      storage.Agg
 	Limit    int
 	Asc      bool
+	// IntervalType other than milliseconds cuts at calendar boundaries in
+	// Zone (UTC if nil); Interval is then not used.
+	IntervalType IntervalType
+	Zone         *time.Location
 }
 
 // Series is the points of one key.
@@ -54,7 +59,25 @@ func (e *Engine) LatestTelemetry(ctx context.Context, entityID uuid.UUID, keys [
 
 // TelemetryHistory reads the history of each key of q, in the order of q.Keys.
 func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series, error) {
-	if q.Agg != storage.AggNone {
+	var edges []int64
+	if q.Agg != storage.AggNone && q.IntervalType != IntervalMilliseconds {
+		if q.EndTs < q.StartTs {
+			return nil, Errorf(CodeBadRequestParams, "endTs must not be before startTs with an aggregation")
+		}
+		if n := uint64(q.EndTs-q.StartTs) / uint64(q.IntervalType.nominal()); n > uint64(e.cfg.MaxAggIntervals) {
+			return nil, Errorf(CodeBadRequestParams,
+				"Incorrect TsKvQuery. Number of intervals is to high - %d. Please increase 'interval' parameter for your query or reduce the time range of the query.", n)
+		}
+		zone := q.Zone
+		if zone == nil {
+			zone = time.UTC
+		}
+		edges = calendarEdges(q.StartTs, q.EndTs, q.IntervalType, zone)
+		if len(edges) < 2 {
+			return make([]Series, 0), nil
+		}
+		q.Interval = 0
+	} else if q.Agg != storage.AggNone {
 		if q.Interval < 1 {
 			return nil, Errorf(CodeBadRequestParams, "Invalid TsKvQuery: 'interval' must be greater than 0, but got %d", q.Interval)
 		}
@@ -72,7 +95,7 @@ func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series
 	for _, k := range q.Keys {
 		pts, err := e.store.Read(ctx, storage.ReadQuery{
 			EntityID: q.EntityID, Key: k, StartTs: q.StartTs, EndTs: q.EndTs,
-			Interval: q.Interval, Agg: q.Agg, Limit: q.Limit, Asc: q.Asc,
+			Interval: q.Interval, Agg: q.Agg, Limit: q.Limit, Asc: q.Asc, Edges: edges,
 		})
 		if err != nil {
 			return nil, err

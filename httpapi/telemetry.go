@@ -157,14 +157,26 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	q.Agg = agg
-	if q.Interval == 0 {
+	// intervalType and timeZone shape aggregation buckets only; ThingsBoard
+	// ignores them without one. A calendar type ignores interval.
+	if q.IntervalType, ok = engine.ParseIntervalType(string(args.Peek("intervalType"))); !ok {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Invalid intervalType: "+string(args.Peek("intervalType"))+" (MILLISECONDS, WEEK, WEEK_ISO, MONTH or QUARTER)")
+		return
+	}
+	if q.Agg == storage.AggNone {
+		q.IntervalType = engine.IntervalMilliseconds
+	}
+	if q.IntervalType == engine.IntervalMilliseconds && q.Interval == 0 {
 		q.Agg = storage.AggNone // compat §6: an aggregation with interval 0 is no aggregation
 	}
-	// intervalType and timeZone shape aggregation buckets only; ThingsBoard
-	// ignores them without one.
-	if it := string(args.Peek("intervalType")); it != "" && it != "MILLISECONDS" && q.Agg != storage.AggNone {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Unsupported intervalType: "+it+"; Sluice supports MILLISECONDS")
-		return
+	if q.IntervalType != engine.IntervalMilliseconds {
+		// A zone ThingsBoard cannot read falls back to its server's zone; here
+		// a wrong name is a 400 rather than a silent UTC.
+		if q.Zone, ok = engine.ParseZoneID(string(args.Peek("timeZone"))); !ok {
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid timeZone: "+string(args.Peek("timeZone")))
+			return
+		}
 	}
 	switch o := strings.ToUpper(string(args.Peek("orderBy"))); o { // Spring's Sort.Direction: any case
 	case "", "DESC":

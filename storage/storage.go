@@ -10,6 +10,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"sort"
 
 	"github.com/google/uuid"
 
@@ -68,6 +69,29 @@ type ReadQuery struct {
 	Agg      Agg
 	Limit    int
 	Asc      bool
+	// Edges, with an Agg and two or more ascending values, cuts the range into
+	// the buckets [Edges[i], Edges[i+1]) instead of Interval steps: calendar
+	// weeks, months or quarters, which differ in length. StartTs and EndTs must
+	// then be Edges[0] and Edges[len-1]; a point's Ts is still the middle of
+	// its bucket.
+	Edges []int64
+}
+
+// Aggregated says whether q asks for buckets rather than raw points.
+func (q *ReadQuery) Aggregated() bool {
+	return q.Agg != AggNone && (q.Interval > 0 || len(q.Edges) > 1)
+}
+
+// EdgeBucket is the index of the bucket [edges[i], edges[i+1]) that holds ts,
+// which lies in [edges[0], edges[len-1]).
+func EdgeBucket(edges []int64, ts int64) int {
+	// The first edge above ts closes its bucket.
+	return sort.Search(len(edges), func(i int) bool { return edges[i] > ts }) - 1
+}
+
+// EdgeMid is the Ts of bucket i: the middle of [edges[i], edges[i+1]).
+func EdgeMid(edges []int64, i int) int64 {
+	return edges[i] + int64(uint64(edges[i+1]-edges[i])/2)
 }
 
 // DeleteQuery removes the history of Keys in [StartTs, EndTs). With DeleteLatest the

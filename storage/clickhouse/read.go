@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -43,7 +45,7 @@ func (s *Store) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, erro
 	if q.EndTs <= q.StartTs {
 		return nil, nil
 	}
-	if q.Agg == storage.AggNone || q.Interval <= 0 {
+	if !q.Aggregated() {
 		return s.readRaw(ctx, q)
 	}
 	return s.readAgg(ctx, q)
@@ -124,9 +126,18 @@ func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 	// unsigned, as in the embedded store: Int64 arithmetic wraps, so ts - StartTs
 	// and EndTs - bucket read as UInt64 are exact even when a range spans more
 	// than half of int64, where the signed values overflow.
+	bucket := `toInt64(?) + toInt64(intDiv(toUInt64(ts - toInt64(?)), toUInt64(?)) * toUInt64(?)) AS bucket,
+			bucket + toInt64(intDiv(least(toUInt64(toInt64(?) - bucket), toUInt64(?)), 2)) AS mid`
+	bucketArgs := []any{q.StartTs, q.StartTs, q.Interval, q.Interval, q.EndTs, q.Interval}
+	if len(q.Edges) > 1 {
+		b, err := edgeBucketSQL(q.Edges)
+		if err != nil {
+			return nil, err
+		}
+		bucket, bucketArgs = b+` AS bucket, toInt64(0) AS mid`, nil
+	}
 	query := with + `SELECT
-			toInt64(?) + toInt64(intDiv(toUInt64(ts - toInt64(?)), toUInt64(?)) * toUInt64(?)) AS bucket,
-			bucket + toInt64(intDiv(least(toUInt64(toInt64(?) - bucket), toUInt64(?)), 2)) AS mid,
+			` + bucket + `,
 			countIf(type = 2) AS nl,
 			countIf(type = 3) AS nd,
 			toUInt8(` + a.isDouble + `) AS is_double,
@@ -137,8 +148,7 @@ func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 		GROUP BY bucket
 		HAVING ` + a.having + `
 		ORDER BY bucket ` + order
-	args = append(args, q.StartTs, q.StartTs, q.Interval, q.Interval, q.EndTs, q.Interval,
-		q.EntityID.String(), q.Key, q.StartTs, q.EndTs)
+	args = append(append(args, bucketArgs...), q.EntityID.String(), q.Key, q.StartTs, q.EndTs)
 	rows, err := s.conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fail("aggregate history", err)
@@ -155,6 +165,12 @@ func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 		if err := rows.Scan(&bucket, &mid, &nl, &nd, &isDouble, &l, &d); err != nil {
 			return nil, fail("aggregate history", err)
 		}
+		if len(q.Edges) > 1 {
+			if bucket < 0 || bucket >= int64(len(q.Edges)-1) {
+				return nil, fmt.Errorf("clickhouse: aggregate history: bucket %d of %d edges", bucket, len(q.Edges))
+			}
+			mid = storage.EdgeMid(q.Edges, int(bucket))
+		}
 		e := kv.Entry{Ts: mid, Key: q.Key, Value: kv.LongValue(l)}
 		if isDouble != 0 {
 			e.Value = kv.DoubleValue(d)
@@ -165,4 +181,63 @@ func (s *Store) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, e
 		return nil, fail("aggregate history", err)
 	}
 	return out, nil
+}
+
+// maxEdgeCells bounds the lookup arrays of edgeBucketSQL, per bucket.
+const maxEdgeCells = 4
+
+// edgeBucketSQL is the index of the bucket of edges that holds ts, in
+// constant time per row: 18.16 has no binary search over an array, and a
+// comparison with every edge (multiIf, arrayFirstIndex) costs each row as
+// many steps as there are buckets. The range is cut into cells as wide as the
+// narrowest bucket that is not the first or the last one (those two may be
+// clipped to any width), so a cell holds at most one of the inner edges.
+// Two transform lookups give the bucket at the cell's start and the edge
+// inside the cell, if any; a row at or past that edge is in the next bucket.
+func edgeBucketSQL(edges []int64) (string, error) {
+	first, last := edges[0], edges[len(edges)-1]
+	width := uint64(last - first) // unsigned: the range may exceed int64
+	for i := 1; i+2 < len(edges); i++ {
+		width = min(width, uint64(edges[i+1]-edges[i]))
+	}
+	width = max(width, 1)
+	cells := (uint64(last-first)-1)/width + 1
+	if cells > uint64(maxEdgeCells*len(edges)) {
+		return "", fmt.Errorf("clickhouse: aggregate history: %d buckets too uneven for %d cells", len(edges)-1, cells)
+	}
+	var ids, starts, inCells, inEdges []int64
+	bucket := 0
+	for c := range int64(cells) {
+		start := first + int64(uint64(c)*width)
+		for bucket+2 < len(edges) && edges[bucket+1] <= start {
+			bucket++
+		}
+		ids, starts = append(ids, c), append(starts, int64(bucket))
+		if e := edges[bucket+1]; bucket+2 < len(edges) && e-start < int64(width) {
+			inCells, inEdges = append(inCells, c), append(inEdges, e)
+		}
+	}
+	cell := "intDiv(toUInt64(ts - " + i64(first) + "), toUInt64(" + strconv.FormatUint(width, 10) + "))"
+	sql := "toInt64(transform(" + cell + ", " + arraySQL("UInt64", ids) + ", " + arraySQL("Int64", starts) + ", toInt64(0)))"
+	if len(inCells) > 0 {
+		sql = "(" + sql + " + (ts >= transform(" + cell + ", " + arraySQL("UInt64", inCells) + ", " +
+			arraySQL("Int64", inEdges) + ", " + i64(math.MaxInt64) + ")))"
+	}
+	return sql, nil
+}
+
+// arraySQL is an array literal of type Array(typ).
+func arraySQL(typ string, vals []int64) string {
+	b := append(make([]byte, 0, 8*len(vals)+16), '[')
+	for i, v := range vals {
+		if i == 0 {
+			b = append(b, "to"+typ+"("...)
+			b = strconv.AppendInt(b, v, 10)
+			b = append(b, ')')
+			continue
+		}
+		b = append(b, ',')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(append(b, ']'))
 }

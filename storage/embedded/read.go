@@ -22,7 +22,7 @@ func (d *DB) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, error) 
 		out []kv.Entry
 		err error
 	)
-	if q.Agg == storage.AggNone || q.Interval <= 0 {
+	if !q.Aggregated() {
 		out, err = d.readRaw(ctx, q)
 	} else {
 		out, err = d.readAgg(ctx, q)
@@ -82,6 +82,9 @@ func (d *DB) readAgg(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, erro
 // bucketStart returns the start of the bucket holding ts. The arithmetic is
 // unsigned so that a range spanning most of int64 cannot overflow.
 func bucketStart(ts int64, q storage.ReadQuery) int64 {
+	if len(q.Edges) > 1 {
+		return q.Edges[storage.EdgeBucket(q.Edges, ts)]
+	}
 	off := uint64(ts - q.StartTs)
 	return q.StartTs + int64(off-off%uint64(q.Interval))
 }
@@ -89,6 +92,9 @@ func bucketStart(ts int64, q storage.ReadQuery) int64 {
 // midpoint is the ts ThingsBoard gives the bucket starting at start: the middle of
 // the bucket clipped to the range end.
 func midpoint(start int64, q storage.ReadQuery) int64 {
+	if len(q.Edges) > 1 {
+		return storage.EdgeMid(q.Edges, storage.EdgeBucket(q.Edges, start))
+	}
 	width := uint64(q.Interval)
 	if rest := uint64(q.EndTs - start); rest < width {
 		width = rest

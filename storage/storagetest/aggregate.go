@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/uuid"
@@ -143,5 +144,52 @@ func testAggregate(t *testing.T, open func(t *testing.T) storage.Backend) {
 		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "mid", StartTs: 4000, EndTs: 4016, Interval: 7, Agg: storage.AggCount, Asc: true})
 		must(t, err)
 		checkEntries(t, "count", got, []kv.Entry{long(4003, "mid", 1), long(4010, "mid", 1), long(4015, "mid", 1)})
+	})
+
+	t.Run("Edges", func(t *testing.T) {
+		// Calendar buckets: a clipped first one, inner ones of several widths,
+		// a clipped last one; the range starts below zero.
+		edges := []int64{-40, -38, -20, -9, 20, 21}
+		write(t, b, id, long(-41, "cal", 1000), long(-40, "cal", 1), long(-39, "cal", 2),
+			long(-38, "cal", 4), long(-21, "cal", 8), long(-9, "cal", 16), long(19, "cal", 32), long(20, "cal", 64), long(21, "cal", 1000))
+		q := storage.ReadQuery{EntityID: id, Key: "cal", StartTs: -40, EndTs: 21, Agg: storage.AggSum, Edges: edges, Asc: true}
+		got, err := b.Read(t.Context(), q)
+		must(t, err)
+		// Bucket [-20, -9) is empty and left out; each point sits in the middle
+		// of its bucket.
+		checkEntries(t, "sum", got, []kv.Entry{long(-39, "cal", 3), long(-29, "cal", 12), long(5, "cal", 48), long(20, "cal", 64)})
+		q.Asc = false
+		got, err = b.Read(t.Context(), q)
+		must(t, err)
+		checkEntries(t, "sum, newest first", got, []kv.Entry{long(20, "cal", 64), long(5, "cal", 48), long(-29, "cal", 12), long(-39, "cal", 3)})
+
+		// Many uneven buckets, as months are, against a count done here.
+		rnd := rand.New(rand.NewPCG(7, 11))
+		edges = []int64{-3000, -3000 + 1 + rnd.Int64N(5)}
+		for range 300 {
+			edges = append(edges, edges[len(edges)-1]+28+rnd.Int64N(4))
+		}
+		edges = append(edges, edges[len(edges)-1]+1+rnd.Int64N(31))
+		var pts []kv.Entry
+		for ts := edges[0] - 5; ts < edges[len(edges)-1]+5; ts += 1 + rnd.Int64N(5) {
+			pts = append(pts, long(ts, "months", 1))
+		}
+		write(t, b, id, pts...)
+		var want []kv.Entry
+		for i := range len(edges) - 1 {
+			n := int64(0)
+			for _, p := range pts {
+				if p.Ts >= edges[i] && p.Ts < edges[i+1] {
+					n++
+				}
+			}
+			if n > 0 {
+				want = append(want, long(storage.EdgeMid(edges, i), "months", n))
+			}
+		}
+		q = storage.ReadQuery{EntityID: id, Key: "months", StartTs: edges[0], EndTs: edges[len(edges)-1], Agg: storage.AggCount, Edges: edges, Asc: true}
+		got, err = b.Read(t.Context(), q)
+		must(t, err)
+		checkEntries(t, "count", got, want)
 	})
 }
