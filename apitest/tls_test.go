@@ -74,6 +74,45 @@ func TestHTTPSAndHTTPOnOnePort(t *testing.T) {
 	resp.Body.Close()
 }
 
+// TestHangupOnTheSSLPort: with SSL_ENABLED a poll whose client hangs up is
+// freed at the next probe (5 s), under TLS (whose close_notify a peek would
+// read as data) and plain HTTP alike, as on a plain port.
+func TestHangupOnTheSSLPort(t *testing.T) {
+	cert, key := selfSigned(t)
+	n := startNode(t, func(c *config.Config) {
+		c.SSL = config.SSL{SSLEnabled: true, PemCert: cert, PemKey: key}
+	})
+	addr := strings.TrimPrefix(n.URL, "http://")
+	poll := []byte("GET /api/v1/" + n.Token + "/rpc?timeout=60000 HTTP/1.1\r\nHost: x\r\n\r\n")
+	secure, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []net.Conn{secure, plain} {
+		if _, err := c.Write(poll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPolls := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for n.node.Engine().OpenPolls() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d open polls, want %d", n.node.Engine().OpenPolls(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitPolls(2)
+	secure.Close() // sends close_notify, then FIN
+	plain.Close()
+	waitPolls(0)
+}
+
 func TestSSLWithBadFilesFailsStart(t *testing.T) {
 	c := config.Default()
 	c.SSL = config.SSL{SSLEnabled: true, PemCert: "/nonexistent.pem", PemKey: "/nonexistent.key"}

@@ -3,9 +3,11 @@ package node
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // dualListener serves HTTPS and plain HTTP on one port: the first byte of a
@@ -68,6 +70,16 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 func (c *sniffConn) Write(p []byte) (int, error) {
 	c.once.Do(c.sniff)
 	return c.inner.Write(p)
+}
+
+// SyscallConn reaches the socket under either protocol, so that a waiting
+// request can see its client hang up (httpapi's hang-up probe).
+func (c *sniffConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // Close closes the socket directly: it must not wait for a sniff that is still
