@@ -26,7 +26,7 @@ func (e *Engine) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope s
 		return err
 	}
 	if scope == storage.SharedScope {
-		e.publishPush(ctx, sharedTopic(entityID), sharedUpdateBody(attrs))
+		e.publishPush(ctx, sharedTopic(entityID), sharedUpdateMsg(attrs))
 	}
 	return nil
 }

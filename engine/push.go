@@ -2,17 +2,20 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
 )
 
 // Server → device push for the device long polls (compat §1.4, §2). A change meant
 // for a device is published once on the notifier, as the exact body the device
-// will receive, on a topic of that device. A poll on any node subscribes to that
+// will receive (a large one as a notice of its keys, sharedUpdateMsg), on a topic
+// of that device. A poll on any node subscribes to that
 // topic locally (the notifier's fan-out: no connection of its own) and answers the
 // first message. Nothing is queued: a change while no poll is open is lost, as in
 // ThingsBoard.
@@ -44,7 +47,56 @@ func deviceTopic(id uuid.UUID) string { return deviceTopicPrefix + id.String() }
 // a poll past a long-poll cap is a *LimitError at once (see admitPoll).
 // The body is shared with other waiters: callers must not modify it.
 func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
-	return e.waitPush(ctx, deviceID, sharedTopic(deviceID), timeout)
+	body, ok, err = e.waitPush(ctx, deviceID, sharedTopic(deviceID), timeout)
+	if ok && len(body) > 0 && body[0] == keysNotice {
+		keys := noticeKeys(body)
+		attrs, err := e.store.GetAttributes(ctx, deviceID, storage.SharedScope, keys)
+		if err != nil {
+			return nil, false, err
+		}
+		return sharedUpdateBody(attrs), true, nil
+	}
+	return body, ok, err
+}
+
+// maxInlinePush is the largest change published as the body itself. A larger
+// one is published as a notice of its keys, and each poll reads their values:
+// Redis cuts a subscriber whose output buffer passes 32 MB (its default
+// client-output-buffer-limit for pub/sub), and every node's one subscription
+// would go with it, for a save well within the body limit.
+const maxInlinePush = 64 << 10
+
+// keysNotice starts a notice of changed keys: each key as a uvarint length
+// and its bytes. A body starts with '{'.
+const keysNotice = 0
+
+// sharedUpdateMsg is what a shared-attribute save publishes: the body, or a
+// notice of its keys when the body is large.
+func sharedUpdateMsg(attrs []kv.Entry) []byte {
+	body := sharedUpdateBody(attrs)
+	if len(body) <= maxInlinePush {
+		return body
+	}
+	msg := []byte{keysNotice}
+	for _, a := range attrs {
+		msg = binary.AppendUvarint(msg, uint64(len(a.Key)))
+		msg = append(msg, a.Key...)
+	}
+	return msg
+}
+
+// noticeKeys reads the keys of a notice (sharedUpdateMsg).
+func noticeKeys(msg []byte) []string {
+	var keys []string
+	for rest := msg[1:]; len(rest) > 0; {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n > uint64(len(rest)-w) {
+			break // not from sharedUpdateMsg
+		}
+		keys = append(keys, string(rest[w:w+int(n)]))
+		rest = rest[w+int(n):]
+	}
+	return keys
 }
 
 // waitPush answers the first message on topic for a device's long poll. It

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +84,16 @@ func TestWaitSharedAttributes(t *testing.T) {
 	// Deleting keys that do not exist, or server keys, changes nothing for the device.
 	f(both(del(storage.SharedScope, "missing"), both(del(storage.ServerScope, "c"),
 		save(storage.SharedScope, kv.Entry{Key: "last", Value: kv.LongValue(3)}))), `{"last":3}`)
+
+	// A change past maxInlinePush goes out as a notice of its keys; the poll
+	// reads their values, each key once.
+	big := strings.Repeat("x", maxInlinePush)
+	f(save(storage.SharedScope, kv.Entry{Key: "big", Value: kv.StringValue("old")}, kv.Entry{Key: "n", Value: kv.LongValue(7)},
+		kv.Entry{Key: "big", Value: kv.StringValue(big)}), `{"big":"`+big+`","n":7}`)
+	if msg := sharedUpdateMsg([]kv.Entry{{Key: "big", Value: kv.StringValue(big)}, {Key: "é", Value: kv.LongValue(1)}}); len(msg) > 16 ||
+		!slices.Equal(noticeKeys(msg), []string{"big", "é"}) {
+		t.Fatalf("notice %q: keys %q", msg, noticeKeys(msg))
+	}
 
 	// Another device's change is not delivered.
 	res := te.startPoll(t, ctx, dev, 50*time.Millisecond)
