@@ -170,6 +170,21 @@ func TestDeviceAttributes(t *testing.T) {
 	get("?clientKeys=&sharedKeys=", `{"client":{"cfg":{"a":[1]},"count":3,"fw":"v1.0","model":"X1","on":true,"ratio":0.5},"shared":{"mode":"eco","target":23}}`)
 	get("?sharedKeys=target&whatever=1", `{"shared":{"target":23}}`)
 	get("?sharedKeys=secret", `{}`)
+	// Keys are read as written: not trimmed (ThingsBoard splits on commas only).
+	n.must(200, "POST", base, `{" sp ":1,"a,b":2}`)
+	get("?clientKeys=%20sp%20", `{"client":{" sp ":1}}`)
+	get("?clientKeys=sp", `{}`)
+	rest := "/api/plugins/telemetry/DEVICE/" + id
+	if r := n.must(200, "GET", rest+"/values/attributes/CLIENT_SCOPE?keys=%20sp%20", "", auth); !strings.Contains(string(r.Body), `"key":" sp "`) {
+		t.Fatalf("REST read of a key with spaces: %s", r.Body)
+	}
+	// A repeated key parameter is one key whole, and wins over keys.
+	if r := n.must(200, "GET", rest+"/values/attributes/CLIENT_SCOPE?key=a,b&keys=fw", "", auth); !strings.Contains(string(r.Body), `"key":"a,b"`) || strings.Contains(string(r.Body), `"fw"`) {
+		t.Fatalf("REST read by key: %s", r.Body)
+	}
+	n.must(200, "DELETE", rest+"/CLIENT_SCOPE?keys=%20sp%20", "", auth)
+	n.must(200, "DELETE", rest+"/CLIENT_SCOPE?key=a,b", "", auth)
+	get("?clientKeys=%20sp%20&clientKeys=a,b", `{}`)
 
 	// A client attribute update replaces the value.
 	n.must(200, "POST", base, `{"fw":"v1.1"}`)

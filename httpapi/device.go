@@ -163,12 +163,14 @@ func (s *Server) getDeviceAttributes(ctx *fasthttp.RequestCtx) {
 }
 
 // keyList reads a key list given as comma-separated values, repeated parameters,
-// or both. It returns nil when the parameter is absent or holds no key.
+// or both. It returns nil when the parameter is absent or holds no key. Keys are
+// not trimmed, as ThingsBoard splits them: a key written with a space around it
+// must be readable and deletable by name.
 func keyList(args *fasthttp.Args, name string) []string {
 	var keys []string
 	for _, v := range args.PeekMulti(name) {
 		for k := range strings.SplitSeq(string(v), ",") {
-			if k = strings.TrimSpace(k); k != "" {
+			if k != "" {
 				keys = append(keys, k)
 			}
 		}

@@ -60,11 +60,20 @@ func pathParam(ctx *fasthttp.RequestCtx, name string) string {
 	return v
 }
 
-// keysParam reads "keys" (comma list) and repeated "key" parameters.
 // keysParam is the keys asked for, each once, in the order first asked: an
-// answer is a JSON object, a member per key. None is nil.
+// answer is a JSON object, a member per key. None is nil. As ThingsBoard's
+// getKeys: repeated "key" parameters, each one key whole, when there is one;
+// else "keys", a comma list.
 func keysParam(args *fasthttp.Args) []string {
-	keys := append(keyList(args, "keys"), keyList(args, "key")...)
+	var keys []string
+	for _, k := range args.PeekMulti("key") {
+		if len(k) > 0 {
+			keys = append(keys, string(k))
+		}
+	}
+	if len(keys) == 0 {
+		keys = keyList(args, "keys")
+	}
 	if len(keys) < 2 {
 		return keys
 	}
