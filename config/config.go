@@ -171,8 +171,8 @@ type Auth struct {
 	TokenExpiration   int    `yaml:"jwt_token_expiration_time" env:"JWT_TOKEN_EXPIRATION_TIME"`
 	RefreshExpiration int    `yaml:"jwt_refresh_token_expiration_time" env:"JWT_REFRESH_TOKEN_EXPIRATION_TIME"`
 	Issuer            string `yaml:"jwt_token_issuer" env:"JWT_TOKEN_ISSUER"`
-	// SysadminPassword is the first sysadmin's password; empty means generated and
-	// printed once (or "sysadmin" with demo data).
+	// SysadminPassword is the first sysadmin's password; empty means derived from
+	// the JWT signing key and printed once (or "sysadmin" with demo data).
 	SysadminPassword string `yaml:"sysadmin_password" env:"SLUICE_SYSADMIN_PASSWORD"`
 	// LoginMaxFailures failed logins of one user, or LoginMaxAddressFailures from
 	// one client address, within LoginLockout seconds lock further logins of that
