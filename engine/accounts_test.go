@@ -157,3 +157,94 @@ func TestAssignDevicesAndCustomerDelete(t *testing.T) {
 	_, err = te.CurrentUser(ctx, cust)
 	wantCode(t, err, CodeItemNotFound)
 }
+
+// TestTenantCustomerUpdateRace: an update of a tenant or customer overtaken by
+// its deletion is 404 and does not bring the record back (a resurrected tenant
+// would also stop its sweep); one overtaken by another update is 409 and
+// leaves that update in place.
+func TestTenantCustomerUpdateRace(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	sys := te.sysadmin(t)
+	admin := te.tenantAdmin(t)
+	overtake := te.overtaker()
+
+	tn, err := te.SaveTenant(ctx, sys, &Tenant{Title: "raced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(title string) *Tenant { e := *tn; e.Title = title; return &e }
+	overtake(func() {
+		if _, err := te.SaveTenant(ctx, sys, edit("first")); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err = te.SaveTenant(ctx, sys, edit("second"))
+	wantCode(t, err, CodeVersionConflict)
+	if got, err := te.GetTenant(ctx, sys, tn.ID.ID); err != nil || got.Title != "first" {
+		t.Fatalf("tenant after the overtaken update: %+v %v", got, err)
+	}
+	overtake(func() { wantCode(t, te.DeleteTenant(ctx, sys, tn.ID.ID), 0) })
+	_, err = te.SaveTenant(ctx, sys, edit("back"))
+	wantCode(t, err, CodeItemNotFound)
+	if _, err := te.store.Get(ctx, kindTenant, tn.ID.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted tenant brought back: %v", err)
+	}
+
+	c, err := te.SaveCustomer(ctx, admin, &Customer{Title: "raced customer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overtake(func() { wantCode(t, te.DeleteCustomer(ctx, admin, c.ID.ID), 0) })
+	back := *c
+	back.Title = "back"
+	_, err = te.SaveCustomer(ctx, admin, &back)
+	wantCode(t, err, CodeItemNotFound)
+	if _, err := te.store.Get(ctx, kindCustomer, c.ID.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted customer brought back: %v", err)
+	}
+	// The title of the customer that was not brought back is free again.
+	if _, err := te.SaveCustomer(ctx, admin, &Customer{Title: "back"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUserFieldLengths: names and phone are at most 255 characters (the names
+// go into every access token), additionalInfo at most 64 KiB, on create and
+// update, with ThingsBoard's message.
+func TestUserFieldLengths(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	long := strings.Repeat("n", 256)
+	bigInfo := []byte(`{"note":"` + strings.Repeat("i", maxAdditionalInfo) + `"}`)
+	u, err := te.SaveUser(ctx, admin, &User{Email: "names@example.com", Authority: TenantAdmin,
+		FirstName: strings.Repeat("é", 255), LastName: "L", AdditionalInfo: []byte(`{"description":"ok"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit func(*User)
+		msg  string
+	}{
+		{func(u *User) { u.FirstName = long }, "Validation error: first name length must be equal or less than 255"},
+		{func(u *User) { u.LastName = long }, "Validation error: last name length must be equal or less than 255"},
+		{func(u *User) { u.Phone = long }, "Validation error: phone length must be equal or less than 255"},
+		{func(u *User) { u.AdditionalInfo = bigInfo }, "Validation error: additional info length must be equal or less than 65536 bytes"},
+	} {
+		created := &User{Email: "new@example.com", Authority: TenantAdmin}
+		tc.edit(created)
+		_, err := te.SaveUser(ctx, admin, created)
+		wantMsg(t, err, CodeBadRequestParams, tc.msg)
+		updated := *u
+		tc.edit(&updated)
+		_, err = te.SaveUser(ctx, admin, &updated)
+		wantMsg(t, err, CodeBadRequestParams, tc.msg)
+	}
+	if _, err := lookupRecord[User](ctx, te.Engine, kindUser, emailKey("new@example.com")); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("refused user stored: %v", err)
+	}
+	if got, err := te.GetUser(ctx, admin, u.ID.ID); err != nil || got.FirstName != u.FirstName || got.Version != u.Version {
+		t.Fatalf("refused update stored: %+v %v", got, err)
+	}
+}

@@ -114,8 +114,8 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKeyRequest
 	if err := requireRole(p, SysAdmin, TenantAdmin, CustomerUser); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(in.Description) == "" {
-		return nil, errAPIKeyDescBlank
+	if err := checkAPIKeyDescription(in.Description); err != nil {
+		return nil, err
 	}
 	if in.ID.ID != uuid.Nil {
 		info, err := e.updateAPIKey(ctx, p, in.ID.ID, func(r *apiKeyRecord) error {
@@ -136,6 +136,8 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKeyRequest
 		}
 		return &APIKey{APIKeyInfo: *info}, nil
 	}
+	// A time already past is accepted, as ThingsBoard's ApiKeyDataValidator
+	// does: the key is created expired (expired: true) and refused when used.
 	if in.ExpirationTime < 0 {
 		return nil, errAPIKeyBadExpiry
 	}
@@ -166,6 +168,15 @@ func (e *Engine) SaveAPIKey(ctx context.Context, p *Principal, in *APIKeyRequest
 		return nil, err
 	}
 	return &APIKey{APIKeyInfo: *e.apiKeyInfo(r), Value: &value}, nil
+}
+
+// checkAPIKeyDescription: ThingsBoard's ApiKeyInfo has @NotBlank and @Length
+// (255) on the description.
+func checkAPIKeyDescription(description string) error {
+	if strings.TrimSpace(description) == "" {
+		return errAPIKeyDescBlank
+	}
+	return checkLengths("description", description)
 }
 
 // putAPIKey stores a new key and forgets what this node cached of it.
@@ -217,8 +228,8 @@ func (e *Engine) ListAPIKeys(ctx context.Context, p *Principal, userID uuid.UUID
 
 // SetAPIKeyDescription changes the description of a key p manages.
 func (e *Engine) SetAPIKeyDescription(ctx context.Context, p *Principal, id uuid.UUID, description string) (*APIKeyInfo, error) {
-	if strings.TrimSpace(description) == "" {
-		return nil, errAPIKeyDescBlank
+	if err := checkAPIKeyDescription(description); err != nil {
+		return nil, err
 	}
 	return e.updateAPIKey(ctx, p, id, func(r *apiKeyRecord) error { r.Description = description; return nil })
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,53 @@ func TestAPIKeyUpdateRace(t *testing.T) {
 	wantCode(t, err, CodeItemNotFound)
 	if _, err := te.Authenticate(ctx, "ApiKey "+*k.Value); err != ErrBadCredentials {
 		t.Fatalf("the deleted key authenticates: %v", err)
+	}
+}
+
+// TestAPIKeyDescriptionLength: a description is at most 255 characters, on
+// create, update and PUT .../description, with ThingsBoard's message.
+func TestAPIKeyDescriptionLength(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	const msg = "Validation error: description length must be equal or less than 255"
+	long := strings.Repeat("d", 256)
+	_, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: long})
+	wantMsg(t, err, CodeBadRequestParams, msg)
+	k, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: strings.Repeat("é", 255)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = te.SaveAPIKey(ctx, admin, &APIKeyRequest{ID: k.ID, Description: long})
+	wantMsg(t, err, CodeBadRequestParams, msg)
+	_, err = te.SetAPIKeyDescription(ctx, admin, k.ID.ID, long)
+	wantMsg(t, err, CodeBadRequestParams, msg)
+}
+
+// TestAPIKeyCreatedExpired: as in ThingsBoard, an expirationTime already past
+// is accepted; the key reads as expired and is refused.
+func TestAPIKeyCreatedExpired(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	past := te.now().Add(-time.Minute).UnixMilli()
+	k, err := te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: "late", ExpirationTime: past})
+	if err != nil || !k.Expired || k.ExpirationTime != past {
+		t.Fatalf("key with a past expiry: %+v %v", k, err)
+	}
+	if _, err := te.Authenticate(ctx, "ApiKey "+*k.Value); err != errAPIKeyExpired {
+		t.Fatalf("expired key: %v", err)
+	}
+	_, err = te.SaveAPIKey(ctx, admin, &APIKeyRequest{Description: "negative", ExpirationTime: -1})
+	wantCode(t, err, CodeBadRequestParams)
+}
+
+// wantMsg is wantCode that also checks the message.
+func wantMsg(t *testing.T, err error, code Code, msg string) {
+	t.Helper()
+	wantCode(t, err, code)
+	var ee *Error
+	if errors.As(err, &ee); ee.Msg != msg {
+		t.Fatalf("message %q, want %q", ee.Msg, msg)
 	}
 }

@@ -65,10 +65,12 @@ func firstPassword(signingKey []byte) string {
 	return string(out)
 }
 
-// Bootstrap prepares storage for a node and may run on every start. It ensures
-// the system administrator exists: its password is sysadminPassword, else
-// "sysadmin" with demo, else 16 characters derived from the JWT signing key
-// (firstPassword) returned in the result; an existing account is never changed. With demo it creates, once, tenant "Tenant"
+// Bootstrap prepares storage for a node and may run on every start. On the
+// first start it creates the system administrator sysadmin@thingsboard.org: its
+// password is sysadminPassword, else "sysadmin" with demo, else 16 characters
+// derived from the JWT signing key (firstPassword) returned in the result; an
+// existing account is never changed, and one deleted or renamed later is not
+// created again (see ensureSysadmin). With demo it creates, once, tenant "Tenant"
 // (admin tenant@thingsboard.org / tenant) with its default profile, "Customer A"
 // (user customer@thingsboard.org / customer), the tenant-owned "Demo Device" with
 // token DHT11_DEMO_TOKEN and "Customer Device" of Customer A with token
@@ -82,13 +84,7 @@ func (e *Engine) Bootstrap(ctx context.Context, demo bool, sysadminPassword stri
 	} else if password == "" {
 		password, generated = firstPassword(e.cfg.JWTSigningKey), true
 	}
-	sysadmin := &User{
-		Email:      SysadminEmail,
-		Authority:  SysAdmin,
-		TenantID:   newEntityID(EntityTenant, NullUUID),
-		CustomerID: newEntityID(EntityCustomer, NullUUID),
-	}
-	created, err := e.ensureUser(ctx, sysadmin, password)
+	created, err := e.ensureSysadmin(ctx, password)
 	if err != nil {
 		return res, fmt.Errorf("cannot create the system administrator: %w", err)
 	}
@@ -102,6 +98,79 @@ func (e *Engine) Bootstrap(ctx context.Context, demo bool, sysadminPassword stri
 		return res, fmt.Errorf("cannot create the demo data: %w", err)
 	}
 	return res, nil
+}
+
+// sysadminMarker records that Bootstrap created the system administrator (or
+// found an installation that had one), under sysadminMarkerID in kindBootstrap.
+type sysadminMarker struct {
+	CreatedTime int64 `json:"createdTime"`
+}
+
+var sysadminMarkerID = demoID("sysadmin-bootstrapped")
+
+// ensureSysadmin creates sysadmin@thingsboard.org with password once per
+// installation, as ThingsBoard does at install only: after the marker is
+// written, an account that was deleted or renamed stays so, instead of coming
+// back on the next start with a known password. An installation without the
+// marker (made by an older Sluice) that has sysadmins or tenants but no
+// sysadmin@thingsboard.org is not new: it only gets the marker. An account
+// without credentials (a first start interrupted half-way) is completed
+// before the marker is written. created tells whether password was set.
+func (e *Engine) ensureSysadmin(ctx context.Context, password string) (created bool, err error) {
+	if _, err := getRecord[sysadminMarker](ctx, e, kindBootstrap, sysadminMarkerID); err == nil {
+		return false, nil
+	} else if !errors.Is(err, storage.ErrNotFound) {
+		return false, err
+	}
+	_, err = lookupRecord[User](ctx, e, kindUser, emailKey(SysadminEmail))
+	switch {
+	case err == nil:
+		// Present: ensureUser below only sets the password of one without credentials.
+	case !errors.Is(err, storage.ErrNotFound):
+		return false, err
+	default:
+		// Absent: a new installation, or an older one whose account was
+		// deleted or renamed.
+		used, err := e.hasAccounts(ctx)
+		if err != nil {
+			return false, err
+		}
+		if used {
+			return false, e.putSysadminMarker(ctx)
+		}
+	}
+	sysadmin := &User{
+		Email:      SysadminEmail,
+		Authority:  SysAdmin,
+		TenantID:   newEntityID(EntityTenant, NullUUID),
+		CustomerID: newEntityID(EntityCustomer, NullUUID),
+	}
+	if created, err = e.ensureUser(ctx, sysadmin, password); err != nil {
+		return false, err
+	}
+	return created, e.putSysadminMarker(ctx)
+}
+
+func (e *Engine) putSysadminMarker(ctx context.Context) error {
+	return e.putRecord(ctx, kindBootstrap, sysadminMarkerID, uuid.Nil, sysadminMarker{CreatedTime: e.now().UnixMilli()})
+}
+
+// hasAccounts reports whether any system administrator or tenant exists (every
+// other user belongs to a tenant).
+func (e *Engine) hasAccounts(ctx context.Context) (bool, error) {
+	for _, k := range []struct {
+		kind  string
+		owner uuid.UUID
+	}{{kindUser, NullUUID}, {kindTenant, uuid.Nil}} {
+		rs, err := e.store.List(ctx, k.kind, k.owner)
+		if err != nil {
+			return false, fmt.Errorf("cannot list %s: %w", k.kind, err)
+		}
+		if len(rs) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // ensureDemo creates whatever part of the demo is missing, then records that the

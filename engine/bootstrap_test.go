@@ -171,3 +171,108 @@ func TestBootstrapGivenPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBootstrapSysadminNotRecreated: the default system administrator is
+// created on the first start only. Deleted or renamed, it does not come back
+// with its known password on a restart, also on a store made before the
+// marker existed.
+func TestBootstrapSysadminNotRecreated(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	cfg := Config{BcryptCost: bcrypt.MinCost, JWTSigningKey: []byte("bootstrap-marker-test-key")}
+	e := New(db, cfg)
+	if _, err := e.Bootstrap(ctx, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	principal := func(e *Engine, email, password string) *Principal {
+		t.Helper()
+		access, _, err := e.Login(ctx, email, password)
+		if err != nil {
+			t.Fatalf("login %s: %v", email, err)
+		}
+		p, err := e.Authenticate(ctx, "Bearer "+access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	restart := func() *Engine {
+		t.Helper()
+		e := New(db, cfg)
+		if _, err := e.Bootstrap(ctx, true, ""); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	gone := func(e *Engine) {
+		t.Helper()
+		if _, _, err := e.Login(ctx, SysadminEmail, demoSysadminPassword); err != ErrBadCredentials {
+			t.Fatalf("login with the old password: %v", err)
+		}
+		if _, err := lookupRecord[User](ctx, e, kindUser, emailKey(SysadminEmail)); err == nil {
+			t.Fatal("the default system administrator was created again")
+		}
+	}
+
+	// Renamed by itself: the new name keeps the password, the old one is not recreated.
+	def := principal(e, SysadminEmail, demoSysadminPassword)
+	u, err := e.CurrentUser(ctx, def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Email = "root@example.com"
+	if _, err := e.SaveUser(ctx, def, u); err != nil {
+		t.Fatal(err)
+	}
+	e = restart()
+	gone(e)
+	root := principal(e, "root@example.com", demoSysadminPassword)
+
+	// Deleted by another system administrator, on a store without the marker
+	// (an older Sluice): still not recreated, and the marker is written.
+	other := &User{Email: SysadminEmail, Authority: SysAdmin,
+		TenantID: newEntityID(EntityTenant, NullUUID), CustomerID: newEntityID(EntityCustomer, NullUUID)}
+	other, err = e.createUser(ctx, other, "chosen-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, e.DeleteUser(ctx, root, other.ID.ID), 0)
+	if err := db.Delete(ctx, kindBootstrap, sysadminMarkerID); err != nil {
+		t.Fatal(err)
+	}
+	e = restart()
+	gone(e)
+	if _, err := db.Get(ctx, kindBootstrap, sysadminMarkerID); err != nil {
+		t.Fatalf("marker not written for an older store: %v", err)
+	}
+	e = restart()
+	gone(e)
+}
+
+// TestBootstrapSysadminCompleted: a first start interrupted after the account
+// but before its credentials is completed by the next start, marker or not.
+func TestBootstrapSysadminCompleted(t *testing.T) {
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	e := New(db, Config{BcryptCost: bcrypt.MinCost})
+	u := &User{Email: SysadminEmail, Authority: SysAdmin,
+		TenantID: newEntityID(EntityTenant, NullUUID), CustomerID: newEntityID(EntityCustomer, NullUUID)}
+	u.ID = newEntityID(EntityUser, newID())
+	if err := e.putUser(ctx, u); err != nil { // the account, no credentials
+		t.Fatal(err)
+	}
+	if _, err := e.Bootstrap(ctx, false, "given"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Login(ctx, SysadminEmail, "given"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -23,13 +23,17 @@ func (e *Engine) SaveCustomer(ctx context.Context, p *Principal, in *Customer) (
 	}
 	c := *in
 	if in.ID.ID != uuid.Nil {
-		old, err := e.GetCustomer(ctx, p, in.ID.ID)
+		old, prev, err := loadRecord[Customer](ctx, e, kindCustomer, in.ID.ID)
 		if err != nil {
-			return nil, err
+			return nil, notFound(err)
+		}
+		if old.TenantID.ID != p.TenantID {
+			return nil, ErrPermissionDenied
 		}
 		c.CreatedTime, c.Version = old.CreatedTime, old.Version+1
 		c.TenantID = old.TenantID
-		return e.putCustomer(ctx, &c)
+		// Over the version read: a customer deleted meanwhile is not brought back.
+		return e.writeCustomer(ctx, &c, &prev)
 	}
 	return e.createCustomer(ctx, p.TenantID, newID(), &c)
 }
@@ -40,10 +44,12 @@ func (e *Engine) createCustomer(ctx context.Context, tenant, id uuid.UUID, in *C
 	c.ID = newEntityID(EntityCustomer, id)
 	c.TenantID = newEntityID(EntityTenant, tenant)
 	c.CreatedTime, c.Version = e.now().UnixMilli(), 1
-	return e.putCustomer(ctx, &c)
+	return e.writeCustomer(ctx, &c, nil)
 }
 
-func (e *Engine) putCustomer(ctx context.Context, c *Customer) (*Customer, error) {
+// writeCustomer checks and stores c: with Put, or over the version read as
+// *prev, whose errors are those of changedOrGone.
+func (e *Engine) writeCustomer(ctx context.Context, c *Customer, prev *[]byte) (*Customer, error) {
 	if strings.TrimSpace(c.Title) == "" {
 		return nil, errCustomerTitleBlank
 	}
@@ -57,11 +63,13 @@ func (e *Engine) putCustomer(ctx context.Context, c *Customer) (*Customer, error
 		}
 	}
 	c.Name = c.Title
-	err := e.putRecord(ctx, kindCustomer, c.ID.ID, c.TenantID.ID, c, customerTitleKey(c.TenantID.ID, c.Title))
-	if errors.Is(err, storage.ErrConflict) {
+	err := e.writeRecord(ctx, kindCustomer, c.ID.ID, c.TenantID.ID, prev, c, []string{customerTitleKey(c.TenantID.ID, c.Title)})
+	switch {
+	case errors.Is(err, storage.ErrConflict):
 		return nil, errCustomerTitleTaken
-	}
-	if err != nil {
+	case err != nil && prev != nil:
+		return nil, changedOrGone(err)
+	case err != nil:
 		return nil, err
 	}
 	return c, nil

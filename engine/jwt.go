@@ -36,8 +36,12 @@ type refreshClaims struct {
 }
 
 var (
-	errRefreshScope  = &Error{Code: CodeAuthentication, Msg: "Invalid Refresh Token scope"}
-	errTokenOutdated = &Error{Code: CodeAuthentication, Msg: "Token is outdated"}
+	// A token of another scope (an access token) sent for refreshing: ThingsBoard's
+	// JwtTokenFactory.parseRefreshToken throws IllegalArgumentException, which
+	// its AuthExceptionHandler answers as 500 with code 2 and the message (compat §7.3).
+	errRefreshScope    = &Error{Code: CodeGeneral, Msg: "Invalid Refresh Token scope"}
+	errRefreshNoScopes = &Error{Code: CodeGeneral, Msg: "Refresh Token doesn't have any scopes"}
+	errTokenOutdated   = &Error{Code: CodeAuthentication, Msg: "Token is outdated"}
 )
 
 // issueTokens signs a new access and refresh token for u under a new session.
@@ -165,6 +169,9 @@ func (e *Engine) parseRefresh(token string) (uuid.UUID, int64, error) {
 	var c refreshClaims
 	if err := e.parseJWT(token, &c); err != nil {
 		return uuid.Nil, 0, err
+	}
+	if len(c.Scopes) == 0 {
+		return uuid.Nil, 0, errRefreshNoScopes
 	}
 	if !slices.Equal(c.Scopes, []string{RefreshScope}) {
 		return uuid.Nil, 0, errRefreshScope

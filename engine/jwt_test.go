@@ -162,7 +162,12 @@ func TestRefresh(t *testing.T) {
 	}
 	f("", CodeAuthentication)
 	f("  ", CodeAuthentication)
-	f(access, CodeAuthentication) // an access token is not a refresh token
+	// An access token is not a refresh token: 500 code 2, as ThingsBoard answers.
+	f(access, CodeGeneral)
+	_, _, err = te.Refresh(ctx, access)
+	if ee, ok := err.(*Error); !ok || ee.Msg != "Invalid Refresh Token scope" {
+		t.Fatalf("access token refreshed: %v", err)
+	}
 	f("x.y.z", CodeAuthentication)
 
 	// Expiry, seen through the engine clock.

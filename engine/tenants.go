@@ -20,13 +20,15 @@ func (e *Engine) SaveTenant(ctx context.Context, p *Principal, in *Tenant) (*Ten
 		return nil, err
 	}
 	if in.ID.ID != uuid.Nil {
-		old, err := getRecord[Tenant](ctx, e, kindTenant, in.ID.ID)
+		old, prev, err := loadRecord[Tenant](ctx, e, kindTenant, in.ID.ID)
 		if err != nil {
 			return nil, notFound(err)
 		}
 		t := *in
 		t.CreatedTime, t.Version = old.CreatedTime, old.Version+1
-		return e.putTenant(ctx, &t)
+		// Over the version read: a tenant deleted meanwhile is not brought
+		// back (its sweep would then find it and leave what it owns).
+		return e.writeTenant(ctx, &t, &prev)
 	}
 	return e.createTenant(ctx, newID(), in)
 }
@@ -36,7 +38,7 @@ func (e *Engine) createTenant(ctx context.Context, id uuid.UUID, in *Tenant) (*T
 	t := *in
 	t.ID = newEntityID(EntityTenant, id)
 	t.CreatedTime, t.Version = e.now().UnixMilli(), 1
-	if _, err := e.putTenant(ctx, &t); err != nil {
+	if _, err := e.writeTenant(ctx, &t, nil); err != nil {
 		return nil, err
 	}
 	if _, err := e.defaultProfile(ctx, id); err != nil {
@@ -45,7 +47,9 @@ func (e *Engine) createTenant(ctx context.Context, id uuid.UUID, in *Tenant) (*T
 	return &t, nil
 }
 
-func (e *Engine) putTenant(ctx context.Context, t *Tenant) (*Tenant, error) {
+// writeTenant checks and stores t: with Put, or over the version read as *prev,
+// whose errors are those of changedOrGone.
+func (e *Engine) writeTenant(ctx context.Context, t *Tenant, prev *[]byte) (*Tenant, error) {
 	if strings.TrimSpace(t.Title) == "" {
 		return nil, errTenantTitleBlank
 	}
@@ -67,7 +71,10 @@ func (e *Engine) putTenant(ctx context.Context, t *Tenant) (*Tenant, error) {
 	}
 	t.TenantProfileID = profile
 	// Tenants are system-level records: owner uuid.Nil.
-	if err := e.putRecord(ctx, kindTenant, t.ID.ID, uuid.Nil, t); err != nil {
+	if err := e.writeRecord(ctx, kindTenant, t.ID.ID, uuid.Nil, prev, t, nil); err != nil {
+		if prev != nil {
+			return nil, changedOrGone(err)
+		}
 		return nil, err
 	}
 	e.evictLimitsEverywhere(t.ID.ID) // its profile may have changed

@@ -32,6 +32,9 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 	if err := checkEmail(in.Email); err != nil {
 		return nil, err
 	}
+	if err := checkUserFields(in); err != nil {
+		return nil, err
+	}
 	if in.ID.ID != uuid.Nil {
 		old, prev, err := loadRecord[User](ctx, e, kindUser, in.ID.ID)
 		if err != nil {
@@ -106,6 +109,24 @@ func canManageUser(p *Principal, u *User) bool {
 		return u.TenantID.ID == p.TenantID && (u.Authority == TenantAdmin || u.Authority == CustomerUser)
 	}
 	return false
+}
+
+// maxAdditionalInfo bounds the JSON of a user's additionalInfo. ThingsBoard sets
+// no limit on it; this one keeps every stored user, and so every read of one,
+// small, and is the 64 KiB of Sluice's other client-supplied JSON bounds.
+const maxAdditionalInfo = 64 << 10
+
+// checkUserFields refuses names and a phone longer than ThingsBoard's @Length
+// (255): the names are copied into every access token, and a long one makes
+// tokens that no longer fit in a request header.
+func checkUserFields(u *User) error {
+	if err := checkLengths("first name", u.FirstName, "last name", u.LastName, "phone", u.Phone); err != nil {
+		return err
+	}
+	if len(u.AdditionalInfo) > maxAdditionalInfo {
+		return Errorf(CodeBadRequestParams, "Validation error: additional info length must be equal or less than %d bytes", maxAdditionalInfo)
+	}
+	return nil
 }
 
 // checkEmail is a plain shape check; delivery proves the rest.

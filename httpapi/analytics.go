@@ -116,6 +116,11 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 			s.fail(ctx, err)
 			return
 		}
+		// A report is a REST request of its user: the tenant and customer
+		// limits count it, as authed does for the other routes.
+		if !s.allowREST(ctx, p) {
+			return
+		}
 		if !labelledJSON(ctx, true) { // the spec's one 415 rule: required here
 			return
 		}

@@ -13,12 +13,15 @@ import (
 )
 
 // notDocumented lists the routes that are not API and so are not in the document:
-// the documentation itself and the redirects to it, and the methods login
-// refuses other than GET (whose operation says so for all).
+// the documentation itself and the redirects to it, and the methods login and
+// refresh refuse other than GET (whose operation says so for all).
 var notDocumented = []string{
 	"PUT /api/auth/login",
 	"DELETE /api/auth/login",
 	"PATCH /api/auth/login",
+	"PUT /api/auth/token",
+	"DELETE /api/auth/token",
+	"PATCH /api/auth/token",
 	"GET /",
 	"GET /v3/api-docs",
 	"GET /v3/api-docs.yaml",

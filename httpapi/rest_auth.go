@@ -13,10 +13,12 @@ import (
 // change and activation (compat §7.2–7.4), and the API key routes.
 func (s *Server) authRoutes(r *router.Router) {
 	r.POST("/api/auth/login", s.login)
-	for _, m := range []string{fasthttp.MethodGet, fasthttp.MethodPut, fasthttp.MethodDelete, fasthttp.MethodPatch} {
-		r.Handle(m, "/api/auth/login", methodNotSupported) // ThingsBoard's filter: 401 for any but POST
-	}
 	r.POST("/api/auth/token", s.refreshToken)
+	// ThingsBoard's login and refresh filters answer 401 for any method but POST.
+	for _, m := range []string{fasthttp.MethodGet, fasthttp.MethodPut, fasthttp.MethodDelete, fasthttp.MethodPatch} {
+		r.Handle(m, "/api/auth/login", methodNotSupported)
+		r.Handle(m, "/api/auth/token", methodNotSupported)
+	}
 	r.GET("/api/auth/user", s.authed(s.currentUser))
 	r.POST("/api/auth/logout", s.authed(s.logout))
 	r.POST("/api/auth/changePassword", s.authed(s.changePassword))

@@ -46,7 +46,16 @@ func TestLoginAndRefresh(t *testing.T) {
 		t.Fatalf("refresh pair: %+v", next)
 	}
 	n.expect("GET", "/api/auth/user", "Bearer "+next.Token, nil, 200, "")
-	refresh(map[string]string{"refreshToken": pair.Token}, 401, "")
+	// An access token for refreshing: 500 code 2, as ThingsBoard's
+	// AuthExceptionHandler answers its IllegalArgumentException (compat §7.3).
+	var e apiError
+	n.decode(refresh(map[string]string{"refreshToken": pair.Token}, 500, "Invalid Refresh Token scope"), &e)
+	if e.ErrorCode != int(engine.CodeGeneral) {
+		t.Errorf("access token refreshed: code %d", e.ErrorCode)
+	}
+	for _, m := range []string{"GET", "PUT", "DELETE", "PATCH"} {
+		n.expect(m, "/api/auth/token", "", nil, 401, "Authentication method not supported")
+	}
 	refresh(map[string]string{"refreshToken": ""}, 401, "Authentication failed")
 	refresh("[]", 401, "Authentication failed")
 	refresh(map[string]string{"refreshToken": "a.b.c"}, 401, "Invalid username or password")

@@ -356,3 +356,23 @@ func TestDeleteTenantOverHTTP(t *testing.T) {
 		t.Fatalf("telemetry left: %v %v", pts, err)
 	}
 }
+
+// TestFieldLengthsOverHTTP: a user's names are bounded (they go into every
+// access token: a 5 KB name made tokens too large for a request header), and
+// so is an API key's description; past the bound it is 400 code 31.
+func TestFieldLengthsOverHTTP(t *testing.T) {
+	n := startTestNode(t)
+	auth := n.tenant()
+	long := strings.Repeat("x", 5000)
+	body := n.expect("POST", "/api/user?sendActivationMail=false", auth,
+		map[string]any{"email": "long@example.com", "authority": engine.TenantAdmin, "firstName": long},
+		400, "Validation error: first name length must be equal or less than 255")
+	if c := n.code(body); c != int(engine.CodeBadRequestParams) {
+		t.Fatalf("code %d", c)
+	}
+	body = n.expect("POST", "/api/apiKey", auth, map[string]any{"description": long},
+		400, "Validation error: description length must be equal or less than 255")
+	if c := n.code(body); c != int(engine.CodeBadRequestParams) {
+		t.Fatalf("code %d", c)
+	}
+}
