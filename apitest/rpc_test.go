@@ -277,6 +277,8 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		errorBody(t, dev.do("GET", "/api/v1/"+token+"/rpc?timeout=soon", ""), 400)
 		errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/first", `{}`), 400)
 		dev.must(200, "POST", "/api/v1/"+token+"/rpc/999", `{"stale":true}`)
+		dev.must(200, "POST", "/api/v1/"+token+"/rpc/2147483647", `{"stale":true}`)
+		errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/2147483648", `{}`), 400) // past ThingsBoard's Integer
 		errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/0", `"`+strings.Repeat("x", 70000)+`"`), 413)
 
 		// REST: bad bodies and ids 400, unknown device 404.
@@ -289,7 +291,12 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		errorBody(t, rest.do("GET", "/api/rpc/persistent/not-a-uuid", "", auth), 400)
 		errorBody(t, rest.do("POST", "/api/rpc/oneway/"+id, `{"method":"m"}`), 401)
 		unknown := "0190f4f2-8a3c-7b8e-9d2a-3c4b5d6e7f80"
-		errorBody(t, rest.do("POST", "/api/rpc/oneway/"+unknown, `{"method":"m"}`, auth), 404)
+		for _, r := range []response{rest.do("POST", "/api/rpc/oneway/"+unknown, `{"method":"m"}`, auth),
+			rest.do("GET", "/api/rpc/persistent/device/"+unknown+"?pageSize=10&page=0", "", auth)} {
+			if msg := errorBody(t, r, 404); msg != "Device with requested id wasn't found!" { // ThingsBoard's AccessValidator
+				t.Fatalf("unknown device: %q", msg)
+			}
+		}
 		errorBody(t, rest.do("GET", "/api/rpc/persistent/"+unknown, "", auth), 404)
 
 		// Another tenant's admin, a customer user and the system administrator get

@@ -215,6 +215,17 @@ type RPCResult struct {
 	Reply   []byte
 }
 
+// rpcDevice is the device p sends RPCs to or lists them of; a missing one is
+// "Device with requested id wasn't found!", as ThingsBoard's AccessValidator
+// answers on its RPC routes.
+func (e *Engine) rpcDevice(ctx context.Context, p *Principal, deviceID uuid.UUID) (*Device, error) {
+	dev, err := e.GetDevice(ctx, p, deviceID)
+	if err == ErrNotFound {
+		return nil, errDeviceIDNotFound
+	}
+	return dev, err
+}
+
 // CallRPC sends an RPC to a device p may see (tenant admin: its tenant's;
 // customer user: its customer's; another tenant's is 403 as GetDevice answers).
 // The RPC expires at req.ExpirationTime when given (> 0), else after
@@ -225,7 +236,7 @@ type RPCResult struct {
 // ctx ending ends the wait with ctx.Err() and drops the RPC; once the RPC is
 // queued, storage calls no longer depend on ctx.
 func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, oneway bool, req *RPCRequest) (RPCResult, error) {
-	dev, err := e.GetDevice(ctx, p, deviceID)
+	dev, err := e.rpcDevice(ctx, p, deviceID)
 	if err != nil {
 		return RPCResult{}, err
 	}
@@ -736,7 +747,7 @@ func (e *Engine) ListPersistentRPCs(ctx context.Context, p *Principal, deviceID 
 	case status != "" && !slices.Contains(rpcStatuses, status):
 		return PageData[*RPC]{}, Errorf(CodeBadRequestParams, "Invalid rpcStatus: %s", status)
 	}
-	if _, err := e.GetDevice(ctx, p, deviceID); err != nil {
+	if _, err := e.rpcDevice(ctx, p, deviceID); err != nil {
 		return PageData[*RPC]{}, err
 	}
 	all, err := listRecords[rpcRecord](ctx, e, kindRPC, deviceID)

@@ -51,7 +51,7 @@ func (s *Server) getRPCRequest(ctx *fasthttp.RequestCtx) {
 // an empty body, also for a stale id.
 func (s *Server) postRPCReply(ctx *fasthttp.RequestCtx) {
 	raw := pathParam(ctx, "requestId")
-	id, err := strconv.ParseInt(raw, 10, 64)
+	id, err := strconv.ParseInt(raw, 10, 32) // ThingsBoard binds an Integer
 	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
 			"Failed to convert value of type 'java.lang.String' to required type 'java.lang.Integer'; For input string: \""+raw+"\"")
