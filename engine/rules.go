@@ -115,8 +115,10 @@ func (e *Engine) SaveRPCRule(ctx context.Context, p *Principal, in *RPCRuleInput
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return nil, err
 	}
-	method := strings.TrimSpace(in.Method)
-	if method == "" {
+	// Kept as written: a device's method is matched as it sends it, so a
+	// trimmed " m " would answer "m" and never " m ".
+	method := in.Method
+	if strings.TrimSpace(method) == "" {
 		return nil, errRuleMethod
 	}
 	if len(method) > maxRuleMethodLen {

@@ -56,6 +56,7 @@ func TestClientRPCRules(t *testing.T) {
 		want                    Code
 	}{
 		{"", "return 1", "", CodeBadRequestParams},
+		{" \t", "return 1", "", CodeBadRequestParams},
 		{strings.Repeat("m", 256), "return 1", "", CodeBadRequestParams},
 		{"m", "return {", "", CodeBadRequestParams},
 		{"m", "return 1", `"not-a-uuid"`, CodeBadRequestParams},
@@ -86,6 +87,16 @@ func TestClientRPCRules(t *testing.T) {
 	}
 	if reply, err := te.CallClientRPC(ctx, dev, "add", []byte(`{"a":1,"b":2}`)); err != nil || string(reply) != `"3`+dev.Name+`"` {
 		t.Fatalf("rule: %s, %v", reply, err)
+	}
+	// A method is matched as written, spaces included.
+	if _, err := save(admin, " spaced ", "return 2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := te.CallClientRPC(ctx, dev, " spaced ", nil); err != nil || string(reply) != "2" {
+		t.Fatalf("spaced rule: %s, %v", reply, err)
+	}
+	if _, err := te.CallClientRPC(ctx, dev, "spaced", nil); code(err) != CodeItemNotFound {
+		t.Fatalf("spaced rule by its trimmed name: %v", err)
 	}
 	if _, err := save(admin, "fail", "throw 1", ""); err != nil {
 		t.Fatal(err)
