@@ -282,11 +282,23 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/0", `"`+strings.Repeat("x", 70000)+`"`), 413)
 
 		// REST: bad bodies and ids 400, unknown device 404.
-		for _, body := range []string{`{"method":`, `[]`, `{"params":{}}`, `{"method":"m","timeout":"soon"}`} {
+		for _, body := range []string{`{"method":`, `[]`, `{"params":{}}`, `{"method":"m","timeout":"soon"}`, `{"method":{}}`,
+			`{"method":"m","persistent":"yes"}`, `{"method":"m","retries":1e10}`, `{"method":"m","expirationTime":1e19}`, `{"method":"m","timeout":true}`} {
 			if msg := errorBody(t, rest.do("POST", "/api/rpc/twoway/"+id, body, auth), 400); !strings.Contains(msg, "Invalid request body") {
 				t.Fatalf("body %s: %q", body, msg)
 			}
 		}
+		// Numbers and booleans as strings, and numbers with a fraction, as
+		// Jackson's asLong/asInt/asBoolean read them.
+		var lenient struct {
+			RpcID string
+		}
+		rest.must(200, "POST", "/api/rpc/oneway/"+id, `{"method":7,"persistent":"true","retries":"2","timeout":"5000.9","expirationTime":"0"}`, auth).JSON(t, &lenient)
+		if r := rest.must(200, "GET", "/api/rpc/persistent/"+lenient.RpcID, "", auth); !strings.Contains(string(r.Body), `"method":"7"`) ||
+			!strings.Contains(string(r.Body), `"retries":2`) {
+			t.Fatalf("lenient RPC body: %s", r.Body)
+		}
+		rest.must(200, "DELETE", "/api/rpc/persistent/"+lenient.RpcID, "", auth)
 		errorBody(t, rest.do("POST", "/api/rpc/oneway/not-a-uuid", `{"method":"m"}`, auth), 400)
 		errorBody(t, rest.do("GET", "/api/rpc/persistent/not-a-uuid", "", auth), 400)
 		errorBody(t, rest.do("POST", "/api/rpc/oneway/"+id, `{"method":"m"}`), 401)

@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -79,8 +82,13 @@ func (s *Server) callRPC(oneway, v1 bool) func(*fasthttp.RequestCtx, *engine.Pri
 		if !ok {
 			return
 		}
-		var req engine.RPCRequest
-		if !s.readJSON(ctx, &req) {
+		var body rpcBody
+		if !s.readJSON(ctx, &body) {
+			return
+		}
+		req, ok := body.request()
+		if !ok {
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid request body")
 			return
 		}
 		// A caller that hangs up ends the wait: its RPC is dropped.
@@ -101,6 +109,65 @@ func (s *Server) callRPC(oneway, v1 bool) func(*fasthttp.RequestCtx, *engine.Pri
 		}
 		s.answerRPC(ctx, res, v1)
 	}
+}
+
+// rpcBody is a REST RPC request as ThingsBoard reads it, through Jackson's
+// asLong, asInt and asBoolean: a number or boolean may come as a string
+// ("timeout":"5000", "persistent":"true"), a number may have a fraction or an
+// exponent (1e4, truncated). Text that is no number or boolean is a 400 here,
+// where Jackson would read 0 or false.
+type rpcBody struct {
+	Method         jsonText        `json:"method"`
+	Params         json.RawMessage `json:"params"`
+	Timeout        jsonText        `json:"timeout"`
+	ExpirationTime jsonText        `json:"expirationTime"`
+	Persistent     jsonText        `json:"persistent"`
+	Retries        jsonText        `json:"retries"`
+	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+}
+
+func (b *rpcBody) request() (engine.RPCRequest, bool) {
+	req := engine.RPCRequest{Method: b.Method.text, Params: b.Params, AdditionalInfo: b.AdditionalInfo}
+	ok := true
+	long := func(t jsonText, bits int) *int64 {
+		if !t.set {
+			return nil
+		}
+		n, good := lenientInt(t.text, bits)
+		ok = ok && good
+		return &n
+	}
+	req.Timeout, req.ExpirationTime = long(b.Timeout, 64), long(b.ExpirationTime, 64)
+	if r := long(b.Retries, 32); r != nil {
+		n := int(*r)
+		req.Retries = &n
+	}
+	if b.Persistent.set {
+		switch v := strings.TrimSpace(b.Persistent.text); v {
+		case "true", "false":
+			req.Persistent = v == "true"
+		default: // an integer is true unless 0, as Jackson's IntNode
+			n, err := strconv.ParseInt(v, 10, 64)
+			ok = ok && err == nil
+			req.Persistent = n != 0
+		}
+	}
+	return req, ok
+}
+
+// lenientInt reads text as Jackson's NumberInput.parseAsLong does, within
+// bits: an integer, else a finite number truncated toward zero.
+func lenientInt(text string, bits int) (int64, bool) {
+	text = strings.TrimSpace(text)
+	if n, err := strconv.ParseInt(text, 10, bits); err == nil {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	limit := math.Ldexp(1, bits-1)
+	if err != nil || math.IsNaN(f) || f >= limit || f < -limit {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // answerRPC writes an RPC outcome as ThingsBoard's RpcV2Controller (V1: 409 and
