@@ -92,10 +92,10 @@ func TestSharedAttributeLongPoll(t *testing.T) {
 	n.must(200, "POST", "/api/plugins/telemetry/"+id+"/SHARED_SCOPE", `{"v1path":"yes"}`, auth) // V1 path
 	delivered(t, res, `{"v1path":"yes"}`)
 
-	// Deletions: the keys that existed.
+	// Deletions: the keys that existed, in the request's order.
 	res = n.openPoll(token, "?timeout=30000")
 	n.must(200, "DELETE", shared+"?keys=target,fw,never", "", auth)
-	delivered(t, res, `{"deleted":["fw","target"]}`)
+	delivered(t, res, `{"deleted":["target","fw"]}`)
 
 	// Timeout answers 408 with an empty body; nothing changed meanwhile.
 	timedOut(t, n.poll(token, "?timeout=200"))

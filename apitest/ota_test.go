@@ -356,7 +356,7 @@ func TestOtaDeviceAssignment(t *testing.T) {
 	}
 	res = n.openPoll(token, "?timeout=30000")
 	n.assignDeviceOta(auth, id, "firmwareId", "")
-	delivered(t, res, `{"deleted":["fw_checksum","fw_checksum_algorithm","fw_size","fw_title","fw_version"]}`)
+	delivered(t, res, `{"deleted":["fw_title","fw_version","fw_size","fw_checksum","fw_checksum_algorithm"]}`) // OtaPackageUtil's order
 	errorBody(t, n.do("GET", firmware+"?title=fw&version=2.0", ""), 404)
 
 	// Profile assignment: reaches a device without its own package, not one with.

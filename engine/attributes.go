@@ -47,9 +47,26 @@ func (e *Engine) DeleteAttributes(ctx context.Context, entityID uuid.UUID, scope
 		return err
 	}
 	if scope == storage.SharedScope && len(deleted) > 0 {
-		e.publishPush(ctx, sharedTopic(entityID), sharedDeleteBody(deleted))
+		e.publishPush(ctx, sharedTopic(entityID), sharedDeleteBody(inRequestOrder(keys, deleted)))
 	}
 	return nil
+}
+
+// inRequestOrder is the keys of deleted in the order keys asked for them, each
+// once: ThingsBoard pushes a deletion with the request's keys.
+func inRequestOrder(keys, deleted []string) []string {
+	left := make(map[string]bool, len(deleted))
+	for _, k := range deleted {
+		left[k] = true
+	}
+	out := make([]string, 0, len(deleted))
+	for _, k := range keys {
+		if left[k] {
+			out = append(out, k)
+			delete(left, k)
+		}
+	}
+	return out
 }
 
 // AttributeKeys lists the attribute keys of the given scopes, sorted and unique.

@@ -80,7 +80,7 @@ func TestWaitSharedAttributes(t *testing.T) {
 	f(both(save(storage.ClientScope, kv.Entry{Key: "c", Value: kv.LongValue(1)}),
 		save(storage.SharedScope, kv.Entry{Key: "s", Value: kv.LongValue(2)})), `{"s":2}`)
 	f(both(save(storage.ServerScope, kv.Entry{Key: "c", Value: kv.LongValue(1)}),
-		del(storage.SharedScope, "fw", "missing", "target")), `{"deleted":["fw","target"]}`)
+		del(storage.SharedScope, "target", "missing", "fw", "target")), `{"deleted":["target","fw"]}`) // in the request's order
 	// Deleting keys that do not exist, or server keys, changes nothing for the device.
 	f(both(del(storage.SharedScope, "missing"), both(del(storage.ServerScope, "c"),
 		save(storage.SharedScope, kv.Entry{Key: "last", Value: kv.LongValue(3)}))), `{"last":3}`)
