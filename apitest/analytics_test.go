@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -366,6 +367,27 @@ func checkAnalytics(t *testing.T, n *testNode) map[string]string {
 		"sort":[{"label":"Day","order":"DESC"}]}`)
 	wantTable(t, "day of week, sorted by date descending", run("days", req(days)),
 		[]any{"Day", "n"}, []any{"Sunday", 4}, []any{"Saturday", 1}, []any{"Monday", 1})
+	// Long.MIN and Long.MAX ("unbounded") bounds cover all of the history: the
+	// range is cut to the years -9999 to 9999, where no wall time overflows.
+	unbounded := fmt.Sprintf(`,"rangeStartTs":%d,"rangeEndTs":%d`, int64(math.MinInt64), int64(math.MaxInt64))
+	wantTable(t, "day of week, unbounded", run("days.unbounded", req(days, unbounded)),
+		[]any{"Day", "n"}, []any{"Sunday", 9}, []any{"Saturday", 1}, []any{"Friday", 0}, []any{"Thursday", 0},
+		[]any{"Wednesday", 0}, []any{"Tuesday", 0}, []any{"Monday", 1})
+	if got, want := rows(t, run("total.unbounded", req(total, unbounded))), rows(t, a.report(t, req(total))); !reflect.DeepEqual(got, want) {
+		t.Fatalf("unbounded totals %v, want %v", got, want)
+	}
+	wantTable(t, "day of week, from 1 to Long.MAX", run("days.toMax", req(days, fmt.Sprintf(`,"rangeStartTs":1,"rangeEndTs":%d`, int64(math.MaxInt64)))),
+		[]any{"Day", "n"}, []any{"Sunday", 9}, []any{"Saturday", 1}, []any{"Friday", 0}, []any{"Thursday", 0},
+		[]any{"Wednesday", 0}, []any{"Tuesday", 0}, []any{"Monday", 1})
+	// A timeline to Long.MAX has too many buckets to lay out: a 400, as in UTC,
+	// not a table cut short; so has a range wholly past the year 9999.
+	path := "/apiAnalytics/publicApi/buildReport?jwt=" + url.QueryEscape(a.jwt)
+	if msg := errorBody(t, n.do("POST", path, req(daily, fmt.Sprintf(`,"rangeEndTs":%d`, int64(math.MaxInt64)))), 400); !strings.Contains(msg, "buckets") {
+		t.Fatalf("RAW DAY to Long.MAX: %q", msg)
+	}
+	if msg := errorBody(t, n.do("POST", path, req(days, fmt.Sprintf(`,"rangeStartTs":%d,"rangeEndTs":%d`, int64(math.MaxInt64)-1, int64(math.MaxInt64)))), 400); !strings.Contains(msg, "9999") {
+		t.Fatalf("a range past 9999: %q", msg)
+	}
 	// Timeline options with their labels, across a month boundary in the zone.
 	month := fmt.Sprintf(`"range":{"type":"ABSOLUTE","startTs":%d,"endTs":%d}`, utc(t, "2024-10-30T22:00:00Z"), utc(t, "2024-11-01T22:00:00Z"))
 	for _, g := range []struct {
@@ -745,6 +767,96 @@ func TestAnalyticsRepeatedPoints(t *testing.T) {
 		want("a batch sent twice", []any{"m1", 60, 3})
 		n.must(200, "POST", "/api/v1/"+a.tok["m1"]+"/telemetry", fmt.Sprintf(`{"ts":%d,"values":{"energy":25}}`, utc(t, "2024-10-27T01:30:00Z")))
 		want("a point rewritten", []any{"m1", 65, 3})
+	})
+}
+
+// TestAnalyticsNumberValues: a floor that is the long 2 on one device and the
+// double 2.0 on another (both print as 2) is one group, and a filter value "2"
+// or "2.0" selects both. (Numeric text in JSON is stored as a number, so the
+// string "1" apart from the number 1 is left to the engine's tests.)
+func TestAnalyticsNumberValues(t *testing.T) {
+	onBothBackEnds(t, func(t *testing.T, n *testNode) {
+		a := &analytics{n: n, auth: n.tenantAuth()}
+		a.jwt = strings.TrimPrefix(a.auth, "X-Authorization: Bearer ")
+		for _, d := range []struct{ name, attrs string }{
+			{"f1", `{"floor":2}`}, {"f2", `{"floor":2.0}`}, {"f3", `{"floor":1}`}, {"f5", `{"floor":2.5}`},
+		} {
+			var dev struct{ ID entityID }
+			n.must(200, "POST", "/api/device", `{"name":"`+d.name+`","type":"lift"}`, a.auth).JSON(t, &dev)
+			n.must(200, "POST", "/api/plugins/telemetry/DEVICE/"+dev.ID.ID+"/SERVER_SCOPE", d.attrs, a.auth)
+		}
+		floor := `{"source":"ATTRIBUTE","key":"floor","scope":"SERVER_SCOPE"}`
+		byFloor := a.view(t, `{"name":"floors","source":{"deviceProfile":"lift"},"fields":[
+			{"label":"Floor","source":"ATTRIBUTE","key":"floor","scope":"SERVER_SCOPE"},
+			{"label":"n","source":"TELEMETRY","key":"x","aggregation":"COUNT"}]}`)
+		wantTable(t, "groups by number", a.report(t, req(byFloor)),
+			[]any{"Floor", "n"}, []any{1, 0}, []any{2, 0}, []any{2.5, 0})
+		filtered := a.view(t, `{"name":"filtered","source":{"deviceProfile":"lift"},"fields":[
+			{"label":"Device","source":"ENTITY_NAME"},
+			{"label":"n","source":"TELEMETRY","key":"x","aggregation":"COUNT"}],"filters":[
+			{"name":"Floor","field":`+floor+`,"condition":"ONE_OF","values":[]},
+			{"name":"notFloor","field":`+floor+`,"condition":"NOT_ONE_OF","values":[]}]}`)
+		for _, c := range []struct{ filters, want string }{
+			{`{"Floor":["2"]}`, "f1,f2"},
+			{`{"Floor":["2.0"]}`, "f1,f2"},
+			{`{"Floor":["1"]}`, "f3"},
+			{`{"Floor":["1.0"]}`, "f3"},
+			{`{"Floor":["2.50"]}`, "f5"},
+			{`{"notFloor":["2"]}`, "f3,f5"},
+		} {
+			var names []string
+			for _, row := range rows(t, a.report(t, req(filtered, `,"filters":`+c.filters)))[1:] {
+				names = append(names, row[0].(string))
+			}
+			if strings.Join(names, ",") != c.want {
+				t.Errorf("filters %s: %v, want %s", c.filters, names, c.want)
+			}
+		}
+	})
+}
+
+// TestAnalyticsFarFuture: daylight saving applies in every year, also after
+// 2037 (past the zone's table) and in and after leap years such as 2040 and
+// 2044, and up to the year 9999 with a Long.MAX range end.
+func TestAnalyticsFarFuture(t *testing.T) {
+	onBothBackEnds(t, func(t *testing.T, n *testNode) {
+		a := &analytics{n: n, auth: n.tenantAuth()}
+		a.jwt = strings.TrimPrefix(a.auth, "X-Authorization: Bearer ")
+		var dev struct{ ID entityID }
+		n.must(200, "POST", "/api/device", `{"name":"far","type":"far"}`, a.auth).JSON(t, &dev)
+		var cred struct{ CredentialsID string }
+		n.must(200, "GET", "/api/device/"+dev.ID.ID+"/credentials", "", a.auth).JSON(t, &cred)
+		var body []string
+		for _, at := range []string{"2041-07-01T12:00:00Z", "2044-07-01T12:00:00Z", "2045-01-15T12:00:00Z", "9999-07-01T12:00:00Z"} {
+			body = append(body, fmt.Sprintf(`{"ts":%d,"values":{"x":1}}`, utc(t, at)))
+		}
+		n.must(200, "POST", "/api/v1/"+cred.CredentialsID+"/telemetry", "["+strings.Join(body, ",")+"]")
+		kyiv := `"timeZone":"Europe/Kyiv","source":{"deviceProfile":"far"}`
+		unbounded := fmt.Sprintf(`,"rangeStartTs":1,"rangeEndTs":%d`, int64(math.MaxInt64))
+		hours := a.view(t, `{"name":"hours",`+kyiv+`,"fields":[
+			{"label":"Hour","source":"DATE","grouping":"HOUR"},
+			{"label":"n","source":"TELEMETRY","key":"x","aggregation":"COUNT"}]}`)
+		// ClickHouse gets history through the spool: wait for every point.
+		eventually(t, 15*time.Second, "all points reportable", func() bool {
+			total := 0.0
+			for _, row := range rows(t, a.report(t, req(hours, unbounded)))[1:] {
+				total += row[1].(float64)
+			}
+			return total == 4
+		})
+		want := [][]any{{"Hour", "n"}}
+		for h := range 24 {
+			want = append(want, []any{strconv.Itoa(h), map[int]int{14: 1, 15: 3}[h]})
+		}
+		wantTable(t, "hour of day (EEST in July, EET in January)", a.report(t, req(hours, unbounded)), want...)
+		fullHour := a.view(t, `{"name":"fullHour",`+kyiv+`,"fields":[
+			{"label":"Date","source":"DATE","grouping":"FULL_HOUR"},
+			{"label":"n","source":"TELEMETRY","key":"x","aggregation":"COUNT"}]}`)
+		for _, y := range []string{"2041", "2044"} {
+			r := fmt.Sprintf(`,"rangeStartTs":%d,"rangeEndTs":%d`, utc(t, y+"-07-01T11:00:00Z"), utc(t, y+"-07-01T13:00:00Z"))
+			wantTable(t, "FULL_HOUR in "+y, a.report(t, req(fullHour, r)),
+				[]any{"Date", "n"}, []any{y + "-07-01 14", 0}, []any{y + "-07-01 15", 1})
+		}
 	})
 }
 

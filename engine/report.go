@@ -241,8 +241,24 @@ func (e *Engine) reportRange(r ViewRange, loc *time.Location, reqStart, reqEnd i
 	if end <= start {
 		return 0, 0, Errorf(CodeBadRequestParams, "rangeEndTs must be after rangeStartTs")
 	}
+	// Clients send Long.MIN and Long.MAX for "unbounded", where a wall time
+	// (ts + offset) and the date buckets past it overflow int64. The range is
+	// cut to the years a report covers, wide enough for any real history.
+	start, end = max(start, minReportTs), min(end, maxReportTs)
+	if end <= start {
+		return 0, 0, Errorf(CodeBadRequestParams, "The range must overlap the years -9999 to 9999, which reports cover")
+	}
 	return start, end, nil
 }
+
+// minReportTs and maxReportTs bound the range of a report: from the first
+// instant of the year -9999 to the last of 9999 (UTC). Within them, wall times,
+// bucket keys and the zone's shifts are all far from overflowing, and the zone
+// walk (zoneShifts) stays short.
+var (
+	minReportTs = time.Date(-9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	maxReportTs = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+)
 
 func relativeRange(preset string, now time.Time) (int64, int64) {
 	p := presets[preset]
@@ -386,9 +402,9 @@ func matches(f ViewFilter, v kv.Value, ok bool) bool {
 	text := v.Text()
 	switch f.Condition {
 	case "ONE_OF":
-		return ok && slices.Contains(f.Values, text)
+		return ok && slices.ContainsFunc(f.Values, func(s string) bool { return oneOf(v, s) })
 	case "NOT_ONE_OF":
-		return !ok || !slices.Contains(f.Values, text)
+		return !ok || !slices.ContainsFunc(f.Values, func(s string) bool { return oneOf(v, s) })
 	case "STARTS_WITH", "ENDS_WITH", "CONTAINS":
 		test := map[string]func(string, string) bool{"STARTS_WITH": strings.HasPrefix, "ENDS_WITH": strings.HasSuffix, "CONTAINS": strings.Contains}[f.Condition]
 		return ok && slices.ContainsFunc(f.Values, func(s string) bool { return test(text, s) })
@@ -415,12 +431,69 @@ func matches(f ViewFilter, v kv.Value, ok bool) bool {
 	return n <= want
 }
 
+// oneOf reports whether v is the ONE_OF filter value s. A number (Long or
+// Double) is s when s is the same number: the long 2 and the double 2.0 both
+// print as 2 in a report, so "2" and "2.0" each select both. Other values
+// match by their text, so the string "2" is only the filter value "2".
+func oneOf(v kv.Value, s string) bool {
+	switch v.Type {
+	case kv.Long:
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n == v.Long // exact, also past 2^53
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		return err == nil && sameNumber(v.Long, f)
+	case kv.Double:
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return sameNumber(n, v.Double)
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		return err == nil && f == v.Double
+	}
+	return v.Text() == s
+}
+
+// sameNumber reports whether n and f are one number, exactly: float64(n)
+// rounds longs past 2^53, and 2^53+1 is not the double 2^53.
+func sameNumber(n int64, f float64) bool {
+	if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return false
+	}
+	return int64(f) == n
+}
+
+// groupKey appends the part of a group key that tells v apart: its kind, then
+// its value. Longs and Doubles are one kind, compared by number (2 and 2.0 are
+// one group), so a whole Double is keyed as the integer it is; a string is
+// apart from any number ("1" and 1 are two groups).
+func groupKey(b *strings.Builder, v kv.Value) {
+	switch v.Type {
+	case kv.Long:
+		b.WriteByte('n')
+		b.WriteString(strconv.FormatInt(v.Long, 10))
+		return
+	case kv.Double:
+		b.WriteByte('n')
+		f := v.Double
+		if f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+			b.WriteString(strconv.FormatInt(int64(f), 10)) // also -0 as 0
+		} else {
+			// Not whole (or NaN, Inf): never the text of an integer.
+			b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+		}
+		return
+	}
+	b.WriteByte(byte('0' + v.Type))
+	b.WriteString(v.Text())
+}
+
 // group is one distinct tuple of dimension values: its cells in field order
 // (nil at non-dimension fields).
 type group struct{ cells []any }
 
 // groupDevices drops the devices the filters refuse and numbers the distinct
-// dimension tuples of the rest, in sorted order.
+// dimension tuples of the rest, in sorted order. Values are told apart as
+// groupKey does; a group shows the values of its first device in that order.
 func groupDevices(devices []*Device, dims []map[dimRef]kv.Value, fields []ViewField, filters []ViewFilter) ([]group, storage.ReportQuery) {
 	type member struct {
 		id    uuid.UUID
@@ -449,7 +522,7 @@ func groupDevices(devices []*Device, dims []map[dimRef]kv.Value, fields []ViewFi
 			if ok {
 				cells[j] = valueCell(v)
 				key.WriteByte(1)
-				key.WriteString(v.Text())
+				groupKey(&key, v)
 			}
 			key.WriteByte(0)
 		}

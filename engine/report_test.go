@@ -1,10 +1,16 @@
 package engine
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
 )
 
 func kyiv(t *testing.T) *time.Location {
@@ -100,5 +106,155 @@ func TestDateAxisDST(t *testing.T) {
 	start, end := ms(t, "2000-01-01T00:00:00Z"), ms(t, "2024-01-01T00:00:00Z")
 	if _, err := newDateAxis(raw, loc, start, end).keys(start, end); err == nil {
 		t.Fatal("24 years of hours accepted")
+	}
+}
+
+// TestGroupNumbers: a long and a double of one number are one group (both print
+// as that number), shown as the first device's value; a string is apart from
+// the number it reads as. ONE_OF and NOT_ONE_OF compare numbers as numbers.
+func TestGroupNumbers(t *testing.T) {
+	floor := dimRef{SourceAttribute, "floor", "SERVER_SCOPE"}
+	values := []kv.Value{kv.LongValue(2), kv.DoubleValue(2), kv.LongValue(1), kv.StringValue("1"), kv.DoubleValue(2.5),
+		kv.DoubleValue(math.Copysign(0, -1)), kv.LongValue(0), kv.LongValue(1<<53 + 1), kv.DoubleValue(1 << 53)}
+	devices := make([]*Device, len(values))
+	dims := make([]map[dimRef]kv.Value, len(values))
+	for i, v := range values {
+		devices[i] = &Device{ID: EntityID{ID: uuid.New()}, Name: "d" + strconv.Itoa(i)}
+		dims[i] = map[dimRef]kv.Value{floor: v}
+	}
+	fields := []ViewField{{Label: "Floor", Source: SourceAttribute, Key: "floor", Scope: "SERVER_SCOPE"}}
+	groups, q := groupDevices(devices, dims, fields, nil)
+	var got []any
+	for _, g := range groups {
+		got = append(got, g.cells[0])
+	}
+	// Sorted by number; 2^53+1 and 2^53 tie as float64s and keep their order.
+	want := []any{math.Copysign(0, -1), int64(1), int64(2), 2.5, int64(1<<53 + 1), float64(1 << 53), "1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("groups %v, want %v", got, want)
+	}
+	// Devices 0 and 1 (2 and 2.0) share a group, as do 5 and 6 (-0.0 and 0).
+	group := map[string]uint32{}
+	for i, id := range q.Devices {
+		for j, d := range devices {
+			if d.ID.ID == id {
+				group[devices[j].Name] = q.Groups[i]
+			}
+		}
+	}
+	if group["d0"] != group["d1"] || group["d5"] != group["d6"] || group["d2"] == group["d3"] || group["d7"] == group["d8"] {
+		t.Fatalf("device groups %v", group)
+	}
+
+	for _, c := range []struct {
+		v     kv.Value
+		value string
+		want  bool
+	}{
+		{kv.LongValue(2), "2", true}, {kv.DoubleValue(2), "2", true}, {kv.LongValue(2), "2.0", true}, {kv.DoubleValue(2), "2.0", true},
+		{kv.DoubleValue(2.5), "2.5", true}, {kv.DoubleValue(2.5), "2", false}, {kv.LongValue(2), "2.5", false},
+		{kv.DoubleValue(1e10), "10000000000", true}, {kv.DoubleValue(1e10), "1.0E10", true},
+		{kv.LongValue(1<<53 + 1), "9007199254740993", true}, {kv.LongValue(1<<53 + 1), "9007199254740992", false},
+		{kv.DoubleValue(1 << 53), "9007199254740993", false},
+		{kv.StringValue("2"), "2", true}, {kv.StringValue("2"), "2.0", false}, {kv.StringValue("2.0"), "2.0", true},
+		{kv.LongValue(2), "two", false}, {kv.BoolValue(true), "true", true}, {kv.StringValue("A"), "A", true},
+	} {
+		in := ViewFilter{Condition: "ONE_OF", Values: []string{"x", c.value}}
+		out := ViewFilter{Condition: "NOT_ONE_OF", Values: []string{"x", c.value}}
+		if matches(in, c.v, true) != c.want || matches(out, c.v, true) == c.want {
+			t.Errorf("%s %s against %q: ONE_OF should be %v", c.v.Type, c.v.Text(), c.value, c.want)
+		}
+	}
+}
+
+// TestZoneShiftsFarFuture: past the zone's table (2037) DST still applies in
+// every year, also in and after leap years, where Go's ZoneBounds ends a period
+// on Dec 31 at the very instant asked about.
+func TestZoneShiftsFarFuture(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := []ViewField{{Source: SourceDate, Grouping: "FULL_HOUR"}}
+	for _, c := range []struct {
+		loc       *time.Location
+		from, at  string
+		wantLabel string
+	}{
+		{kyiv(t), "2024-01-01T00:00:00Z", "2041-07-01T12:00:00Z", "2041-07-01 15"},
+		{kyiv(t), "2024-01-01T00:00:00Z", "2044-07-01T12:00:00Z", "2044-07-01 15"},
+		{kyiv(t), "2024-01-01T00:00:00Z", "2045-01-15T12:00:00Z", "2045-01-15 14"},
+		{kyiv(t), "2041-01-01T00:00:00Z", "2041-07-01T12:00:00Z", "2041-07-01 15"},
+		{ny, "2024-01-01T00:00:00Z", "2041-07-01T12:00:00Z", "2041-07-01 08"},
+		{ny, "2024-01-01T00:00:00Z", "2044-07-01T12:00:00Z", "2044-07-01 08"},
+		{ny, "2024-01-01T00:00:00Z", "2044-12-31T12:00:00Z", "2044-12-31 07"},
+		{ny, "2024-01-01T00:00:00Z", "9999-07-01T12:00:00Z", "9999-07-01 08"},
+	} {
+		start, end := ms(t, c.from), ms(t, c.at)+3600_000
+		a := newDateAxis(hour, c.loc, start, end)
+		// The engine gives the storage the zone from the range's start on.
+		q := storage.ReportQuery{Zone: a.storageZone(start), Bucket: a.bucket}
+		key := q.Bucket.Key(storage.WallMs(q.Zone, ms(t, c.at)))
+		if got := a.label(key); got != c.wantLabel {
+			t.Errorf("%s in %s: %v, want %s", c.at, c.loc, got, c.wantLabel)
+		}
+	}
+	// Every year has its two shifts, up to the last one a report covers.
+	loc := kyiv(t)
+	z := zoneShifts(loc, ms(t, "2035-01-01T00:00:00Z"), maxReportTs)
+	if want := 2 * (9999 - 2035 + 1); len(z) != want+1 {
+		t.Fatalf("%d zone shifts from 2035 to 9999, want %d", len(z)-1, want)
+	}
+	for i, s := range z[1:] {
+		if _, off := time.UnixMilli(s.From).In(loc).Zone(); int64(off)*1000 != s.OffsetMs || offsetAt(time.UnixMilli(s.From-1).In(loc)) == off {
+			t.Fatalf("shift %d at %s is not a change to %d", i, time.UnixMilli(s.From).UTC(), s.OffsetMs)
+		}
+	}
+}
+
+// TestReportRangeBounds: Long.MIN and Long.MAX bounds (clients' "unbounded")
+// are cut to the years reports cover, so that no wall time overflows: folds
+// still find their buckets, timelines get the bucket limit's 400, not an
+// empty or cut-off table.
+func TestReportRangeBounds(t *testing.T) {
+	e := &Engine{now: time.Now}
+	loc := kyiv(t)
+	abs := ViewRange{Type: "ABSOLUTE", StartTs: 1, EndTs: 2}
+	start, end, err := e.reportRange(abs, loc, math.MinInt64, math.MaxInt64)
+	if err != nil || start != minReportTs || end != maxReportTs {
+		t.Fatalf("unbounded range: [%d, %d) %v", start, end, err)
+	}
+	if _, _, err := e.reportRange(abs, loc, maxReportTs+1, math.MaxInt64); err == nil {
+		t.Fatal("a range past the year 9999 accepted")
+	}
+	for _, c := range []struct {
+		from, to int64
+		field    ViewField
+		want     int // keys; -1: too many buckets
+	}{
+		{1, math.MaxInt64, ViewField{Source: SourceDate, Grouping: "DAY"}, 7},
+		{math.MinInt64, math.MaxInt64, ViewField{Source: SourceDate, Grouping: "DAY"}, 7},
+		{math.MinInt64, 1, ViewField{Source: SourceDate, Grouping: "MONTH"}, 12},
+		{1, math.MaxInt64, ViewField{Source: SourceDate, Grouping: "WEEK_OF_YEAR"}, 53},
+		{1, math.MaxInt64, ViewField{Source: SourceDate, Grouping: "HOUR"}, 24},
+		{1, math.MaxInt64, ViewField{Source: SourceDate, Grouping: "RAW", GroupBy: "MONTH"}, -1},
+		{math.MinInt64, 1, ViewField{Source: SourceDate, Grouping: "FULL_DATE"}, -1},
+		{1, math.MaxInt64, ViewField{Source: SourceDate, Grouping: "RAW", GroupBy: "YEAR", GroupByAmount: 10}, 804}, // 1970 … 9990, and 10000 on Kyiv's clock
+	} {
+		start, end, err := e.reportRange(abs, loc, c.from, c.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := newDateAxis([]ViewField{c.field}, loc, start, end)
+		keys, err := a.keys(start, end)
+		if c.want < 0 {
+			if err == nil {
+				t.Errorf("%+v over [%d, %d): %d buckets, want the bucket limit's error", c.field, c.from, c.to, len(keys))
+			}
+			continue
+		}
+		if err != nil || len(keys) != c.want {
+			t.Errorf("%+v over [%d, %d): %d buckets (%v), want %d", c.field, c.from, c.to, len(keys), err, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -41,21 +42,54 @@ func newDateAxis(fields []ViewField, loc *time.Location, start, end int64) dateA
 	return a
 }
 
-// zoneShifts lists loc's UTC offsets from `from` until `to`.
+// zoneShifts lists loc's UTC offsets from `from` until `to`. Each turn moves
+// past one zone period (two a year in a zone with DST, one before the zone's
+// first change), so the range, which reportRange keeps within years ±10000,
+// bounds the walk: some 20,000 turns at most, a few milliseconds.
 func zoneShifts(loc *time.Location, from, to int64) []storage.ZoneShift {
 	t := time.UnixMilli(from).In(loc)
 	var out []storage.ZoneShift
 	for {
-		_, off := t.Zone()
-		if len(out) == 0 || out[len(out)-1].OffsetMs != int64(off)*1000 {
-			out = append(out, storage.ZoneShift{From: t.UnixMilli(), OffsetMs: int64(off) * 1000})
+		if off := int64(offsetAt(t)) * 1000; len(out) == 0 || out[len(out)-1].OffsetMs != off {
+			out = append(out, storage.ZoneShift{From: t.UnixMilli(), OffsetMs: off})
 		}
 		_, next := t.ZoneBounds()
-		if next.IsZero() || next.UnixMilli() >= to || !next.After(t) {
+		if next.IsZero() {
+			return out // no change after t
+		}
+		if !next.After(t) {
+			// Go's rules for the years past the zone's table give an end that
+			// is not after t for all of Dec 31 UTC of a leap year (2040, 2044,
+			// …). Step to the next UTC day instead, and find an offset change
+			// on the way, if there is one, by bisection.
+			next = t.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).In(loc)
+			if offsetAt(t) != offsetAt(next) {
+				next = firstChange(t, next)
+			}
+		}
+		if next.UnixMilli() >= to {
 			return out
 		}
 		t = next
 	}
+}
+
+func offsetAt(t time.Time) int { _, off := t.Zone(); return off }
+
+// firstChange is the first millisecond in (a, b] whose offset is not a's,
+// given that b's is not.
+func firstChange(a, b time.Time) time.Time {
+	lo, hi := a.UnixMilli(), b.UnixMilli()
+	off := offsetAt(a)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if offsetAt(time.UnixMilli(mid).In(a.Location())) == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return time.UnixMilli(hi).In(a.Location())
 }
 
 // storageZone is the part of the zone a back end needs: from the shift in force
@@ -73,8 +107,12 @@ func (a dateAxis) storageZone(start int64) []storage.ZoneShift {
 // epochAt returns the first instant whose wall time is w; when w falls into a gap
 // (spring forward), the first instant after it.
 func (a dateAxis) epochAt(w int64) int64 {
+	// Offsets are less than a day, so only the shifts from two days before w
+	// on can hold it; a long range's zone has thousands before.
+	first := max(sort.Search(len(a.zone), func(i int) bool { return a.zone[i].From > w-2*msDay })-1, 0)
 	best := int64(math.MaxInt64)
-	for i, z := range a.zone {
+	for i := first; i < len(a.zone) && a.zone[i].From <= w+2*msDay; i++ {
+		z := a.zone[i]
 		t := w - z.OffsetMs
 		lo, hi := z.From, int64(math.MaxInt64)
 		if i == 0 {
@@ -90,7 +128,7 @@ func (a dateAxis) epochAt(w int64) int64 {
 	if best != math.MaxInt64 {
 		return best
 	}
-	for _, z := range a.zone[1:] {
+	for _, z := range a.zone[max(first, 1):] {
 		if z.From+z.OffsetMs > w {
 			return z.From
 		}

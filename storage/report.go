@@ -1,6 +1,9 @@
 package storage
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // The reference semantics of ReportQuery's buckets. The embedded back end calls
 // these; other back ends compute the same numbers in their query language and are
@@ -16,16 +19,17 @@ const (
 )
 
 // WallMs returns the wall time of ts in zone (see ReportQuery) as epoch ms of
-// the same wall clock in UTC.
+// the same wall clock in UTC. The zone of a long range has thousands of
+// shifts (two a year with DST), so the one in force is found by bisection.
+// ts + offset must not overflow: the engine keeps report ranges within years
+// ±10000.
 func WallMs(zone []ZoneShift, ts int64) int64 {
-	var off int64
-	for _, z := range zone {
-		if z.From > ts {
-			break
-		}
-		off = z.OffsetMs
+	// The first shift after ts; the one before it is in force.
+	i := sort.Search(len(zone), func(i int) bool { return zone[i].From > ts })
+	if i == 0 {
+		return ts // before the first shift: UTC
 	}
-	return ts + off
+	return ts + zone[i-1].OffsetMs
 }
 
 func floorDiv(a, b int64) int64 {

@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,15 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	if q.StartTs >= q.EndTs || len(q.Devices) == 0 || len(q.Keys) == 0 {
 		return nil, nil
 	}
+	// The rows of a narrowed report: only those in the years that had points.
+	years := ""
+	if len(q.Zone) > maxZoneShifts {
+		var found bool
+		var err error
+		if q, years, found, err = s.narrowReport(ctx, q); err != nil || !found {
+			return nil, err
+		}
+	}
 	// Which rows need FINAL is read before the report's query: the marked days
 	// and the partitions that are one merged part. A delivery marks a day before
 	// it inserts rows that may repeat a point, but its mark and rows can both land
@@ -40,7 +51,7 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 	// again, and the last attempt reads every row with FINAL, which is right
 	// whatever lands meanwhile.
 	for attempt := 1; ; attempt++ {
-		out, stable, err := s.reportOnce(ctx, q, attempt == reportAttempts)
+		out, stable, err := s.reportOnce(ctx, q, years, attempt == reportAttempts)
 		if err != nil || stable || attempt == reportAttempts {
 			return out, err
 		}
@@ -51,9 +62,98 @@ func (s *Store) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Re
 // reportAttempts bounds the runs of a report whose FINAL reads raced a delivery.
 const reportAttempts = 3
 
+// maxZoneShifts is the most zone shifts a report's query carries: each is a
+// multiIf branch (wallSQL), in every branch of the query, tested on every row.
+const maxZoneShifts = 128
+
+// narrowReport narrows q to the years its points are in, and its zone to the
+// shifts over those years. A range of thousands of years (a client's Long.MAX
+// for "no end") in a zone with DST has thousands of shifts, past ClickHouse's
+// query size, while the points are usually in a few years. The years are
+// returned as a condition on the rows too: a point written meanwhile into
+// another year, where the narrowed zone is wrong, is left out, as if written
+// after the report. found is false when the range holds no points at all.
+func (s *Store) narrowReport(ctx context.Context, q storage.ReportQuery) (_ storage.ReportQuery, years string, found bool, err error) {
+	t, err := ext.NewTable("report_devices", ext.Column("entity_id", "UUID"))
+	if err != nil {
+		return q, "", false, err
+	}
+	for _, d := range q.Devices {
+		if err := t.Append(d); err != nil {
+			return q, "", false, err
+		}
+	}
+	keys := make([]string, len(q.Keys))
+	for i, k := range q.Keys {
+		keys[i] = quote(k)
+	}
+	// Deleted and repeated rows count too: a year too many only keeps shifts.
+	year := floorDivSQL("ts", narrowYearMs)
+	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(t)), `SELECT DISTINCT `+year+` AS y FROM `+s.table("telemetry")+`
+		WHERE entity_id IN (SELECT entity_id FROM report_devices) AND key IN (`+strings.Join(keys, ", ")+`) AND ts >= ? AND ts < ?
+		ORDER BY y`, q.StartTs, q.EndTs)
+	if err != nil {
+		return q, "", false, fail("find the years of a report", err)
+	}
+	defer rows.Close()
+	var ys []int64
+	for rows.Next() {
+		var y int64
+		if err := rows.Scan(&y); err != nil {
+			return q, "", false, fail("find the years of a report", err)
+		}
+		ys = append(ys, y)
+	}
+	if err := rows.Err(); err != nil {
+		return q, "", false, fail("find the years of a report", err)
+	}
+	if len(ys) == 0 {
+		return q, "", false, nil
+	}
+	// A year's bounds, kept within int64 (the first and last years are cut).
+	yearStart := func(y int64) int64 {
+		if y <= math.MinInt64/narrowYearMs {
+			return math.MinInt64
+		}
+		return y * narrowYearMs
+	}
+	yearEnd := func(y int64) int64 {
+		if y >= math.MaxInt64/narrowYearMs {
+			return math.MaxInt64
+		}
+		return (y + 1) * narrowYearMs
+	}
+	q.StartTs = max(q.StartTs, yearStart(ys[0]))
+	q.EndTs = min(q.EndTs, yearEnd(ys[len(ys)-1]))
+	// For each year, the shift in force at its start and those in it.
+	inForce := func(ts int64) int {
+		return max(sort.Search(len(q.Zone), func(i int) bool { return q.Zone[i].From > ts })-1, 0)
+	}
+	var zone []storage.ZoneShift
+	lits := make([]string, len(ys))
+	for i, y := range ys {
+		lits[i] = i64(y)
+		from, to := max(yearStart(y), q.StartTs), min(yearEnd(y), q.EndTs)
+		for j := inForce(from); j < len(q.Zone) && q.Zone[j].From < to; j++ {
+			if len(zone) == 0 || q.Zone[j].From > zone[len(zone)-1].From {
+				zone = append(zone, q.Zone[j])
+			}
+		}
+	}
+	q.Zone = zone
+	if ys[len(ys)-1]-ys[0] == int64(len(ys)-1) {
+		return q, "", true, nil // consecutive years: the narrowed range says it all
+	}
+	return q, " AND " + year + " IN (" + strings.Join(lits, ", ") + ")", true, nil
+}
+
+// narrowYearMs is the "year" of narrowReport, 366 days: any span would do.
+const narrowYearMs = 366 * msPerDay
+
 // reportOnce runs a report and tells whether what decided its FINAL reads was
-// the same after it (stable). everyFinal reads every row with FINAL.
-func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFinal bool) (out []storage.ReportRow, stable bool, err error) {
+// the same after it (stable). everyFinal reads every row with FINAL; years
+// (narrowReport) further limits the rows read.
+func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, years string, everyFinal bool) (out []storage.ReportRow, stable bool, err error) {
 	keys := make([]string, len(q.Keys))
 	for i, k := range q.Keys {
 		keys[i] = quote(k)
@@ -182,7 +282,7 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, everyFina
 		return with + `SELECT ` + cols + `,
 					materialize(` + bucketSQL(q.Bucket, wallSQL(q.Zone), minWall(q), maxWall(q)) + `) AS bucket
 				FROM ` + s.table("telemetry") + final + `
-				WHERE ` + devices + ` AND key IN (` + keyList + `) AND ts >= ? AND ts < ?` + alive + cond
+				WHERE ` + devices + ` AND key IN (` + keyList + `) AND ts >= ? AND ts < ?` + years + alive + cond
 	}
 	// A FINAL read is one stream on 18.16: merging the parts, and everything
 	// after it up to the GROUP BY, runs on one core. Copies of a point share its

@@ -88,10 +88,11 @@ func (d *DB) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Repor
 		return nil, err
 	}
 	defer d.leave()
-	if q.StartTs >= q.EndTs || len(q.Devices) != len(q.Groups) {
-		if len(q.Devices) != len(q.Groups) {
-			return nil, fmt.Errorf("embedded: report of %d devices with %d groups", len(q.Devices), len(q.Groups))
-		}
+	if len(q.Devices) != len(q.Groups) {
+		return nil, fmt.Errorf("embedded: report of %d devices with %d groups", len(q.Devices), len(q.Groups))
+	}
+	// No devices would also mean no workers, and no results[0] to merge into.
+	if q.StartTs >= q.EndTs || len(q.Devices) == 0 || len(q.Keys) == 0 {
 		return nil, nil
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(q.Devices))

@@ -25,6 +25,36 @@ func RunReport(t *testing.T, open func(t *testing.T) storage.Backend) {
 	t.Run("Deletes", func(t *testing.T) { testReportDeletes(t, open) })
 	t.Run("KeyNames", func(t *testing.T) { testReportKeyNames(t, open) })
 	t.Run("FarDates", func(t *testing.T) { testReportFarDates(t, open) })
+	t.Run("LongZone", func(t *testing.T) { testReportLongZone(t, open) })
+}
+
+// testReportLongZone: a range of ten thousand years in a zone with DST, as the
+// engine sends for a client's Long.MIN to Long.MAX, has some 20,000 shifts;
+// points in a few scattered years still take the offset in force at them.
+func testReportLongZone(t *testing.T, open func(t *testing.T) storage.Backend) {
+	b := open(t)
+	var zone []storage.ZoneShift
+	for y := 1; y <= 9999; y++ {
+		zone = append(zone, storage.ZoneShift{From: time.Date(y, 3, 31, 1, 0, 0, 0, time.UTC).UnixMilli(), OffsetMs: 3 * 3600_000},
+			storage.ZoneShift{From: time.Date(y, 10, 27, 1, 0, 0, 0, time.UTC).UnixMilli(), OffsetMs: 2 * 3600_000})
+	}
+	zone[0].From = math.MinInt64
+	pts := repPoints()
+	for i, s := range []string{"1600-03-31T00:30:00Z", "1600-03-31T01:30:00Z", "2041-07-01T12:00:00Z", "2044-12-31T23:30:00Z",
+		"2045-01-01T00:30:00Z", "2400-10-27T00:30:00Z", "9999-10-27T01:30:00Z", "9999-12-31T21:59:00Z", "9999-12-31T22:00:00Z"} {
+		pts = append(pts, repPoint{repDev[i%3], kv.Entry{Ts: at(s), Key: "e", Value: kv.LongValue(int64(i))}})
+	}
+	writeReportFixture(t, b, pts)
+	for _, bk := range []storage.Bucket{{Unit: storage.BucketHour}, {Unit: storage.BucketDay}, {Unit: storage.BucketYear},
+		{Unit: storage.BucketHourOfDay}, {Unit: storage.BucketMonthOfYear}} {
+		q := repQuery(bk)
+		q.Zone, q.StartTs, q.EndTs = zone, math.MinInt64/2, at("9999-12-31T22:00:00Z")
+		checkRows(t, fmt.Sprintf("bucket %+v", bk), report(t, b, q), expectRows(q, pts))
+		// A range that starts at the points of 1600: the shift in force there
+		// is the one before the range.
+		q.StartTs = at("1600-03-31T00:00:00Z")
+		checkRows(t, fmt.Sprintf("bucket %+v from 1600", bk), report(t, b, q), expectRows(q, pts))
+	}
 }
 
 // testReportFarDates: calendar buckets of points before 1970 and after 2106,
@@ -222,8 +252,14 @@ func testReportHand(t *testing.T, open func(t *testing.T) storage.Backend) {
 			t.Fatalf("DELTA of a recurring bucket: %v, want 20.5%s", r.Delta, formatRows(got))
 		}
 	}
-	// No devices, no keys, an empty range: no rows.
+	// No devices, no keys, an absent key, an empty range: no rows.
 	q := repQuery(storage.Bucket{})
+	q.Devices, q.Groups = nil, nil
+	checkRows(t, "no devices", report(t, b, q), nil)
+	q = repQuery(storage.Bucket{})
+	q.Keys = nil
+	checkRows(t, "no keys", report(t, b, q), nil)
+	q = repQuery(storage.Bucket{})
 	q.Keys = []string{"absent"}
 	checkRows(t, "absent key", report(t, b, q), nil)
 	q = repQuery(storage.Bucket{})
