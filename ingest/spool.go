@@ -81,6 +81,7 @@ type Spool struct {
 	sink Sink
 	log  *slog.Logger
 	done *cursors
+	lock *os.File // dir/spool.lock, held while open (lockDir)
 
 	// wmu orders appends: sequence numbers, the segment being written, its
 	// rotation.
@@ -204,10 +205,15 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create the telemetry spool folder: %w", err)
 	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the telemetry spool in %s: %w", cfg.Dir, err)
+	}
 	if err := migratePebble(cfg.Dir, log); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("cannot move the telemetry spool in %s out of Pebble: %w", cfg.Dir, err)
 	}
-	s := &Spool{cfg: cfg, sink: sink, log: log, quit: make(chan struct{})}
+	s := &Spool{cfg: cfg, sink: sink, log: log, lock: lock, quit: make(chan struct{})}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, fmt.Errorf("cannot open the telemetry spool in %s: %w", cfg.Dir, err)
@@ -974,5 +980,6 @@ func (s *Spool) closeFiles() error {
 	if s.done != nil {
 		errs = append(errs, s.done.f.Close())
 	}
+	errs = append(errs, s.lock.Close()) // last: the folder is free once its files are closed
 	return errors.Join(errs...)
 }
