@@ -66,9 +66,11 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 		ctx.Response.Header.Set("Retry-After", "1") // after writeError, which resets the response
 	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrSpoolFull), errors.Is(err, ingest.ErrClosed):
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
+		ctx.Response.Header.Set("Retry-After", "1")
 	case errors.Is(err, storage.ErrUnavailable):
 		s.log.Error("storage unavailable", "requestId", requestID(ctx), "route", route(ctx), "err", err)
 		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Storage is unavailable, retry later")
+		ctx.Response.Header.Set("Retry-After", "1")
 	default:
 		s.log.Error("request failed", "requestId", requestID(ctx), "method", string(ctx.Method()), "route", route(ctx), "err", err)
 		writeError(ctx, fasthttp.StatusInternalServerError, engine.CodeGeneral, "Internal server error")

@@ -51,7 +51,7 @@ type Server struct {
 	eng    *engine.Engine
 	ingest *ingest.Writer
 	log    *slog.Logger
-	ready  func() bool
+	ready  func() error
 	// ctx is what handlers pass to the engine and the writer instead of the
 	// *fasthttp.RequestCtx: that one is not a safe context.Context (its Done races
 	// with Server.Shutdown), and storage clients derive contexts from what they get.
@@ -67,11 +67,12 @@ type Server struct {
 	gauges     *metrics.Set   // this node's gauges on /metrics
 }
 
-// New returns the front end over eng and the telemetry writer w. ready reports
-// whether the node is ready to serve (for /healthz); nil means always.
-func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, ready func() bool) *Server {
+// New returns the front end over eng and the telemetry writer w. ready says
+// why the node cannot serve (for /healthz: starting, or a failed spool), nil
+// when it can; a nil ready means always.
+func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, ready func() error) *Server {
 	if ready == nil {
-		ready = func() bool { return true }
+		ready = func() error { return nil }
 	}
 	if cfg.LongPollMaxTimeout <= 0 {
 		cfg.LongPollMaxTimeout = 300 * time.Second
@@ -184,8 +185,8 @@ func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
-	if !s.ready() {
-		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, "Node is starting")
+	if err := s.ready(); err != nil {
+		writeError(ctx, fasthttp.StatusServiceUnavailable, engine.CodeUnavailable, err.Error())
 		return
 	}
 	ctx.SetContentType("application/json")

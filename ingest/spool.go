@@ -602,7 +602,9 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 		if errors.Is(err, storage.ErrUnavailable) {
 			return Pending{}, err
 		}
-		return Pending{}, fmt.Errorf("cannot write the telemetry spool: %w", err)
+		// A disk error (no space left, a failed sync) is the storage being
+		// unavailable: 503, retry, not 500.
+		return Pending{}, fmt.Errorf("%w: cannot write the telemetry spool: %w", storage.ErrUnavailable, err)
 	}
 	for _, pt := range parts {
 		if l := s.lanes[pt.lane]; l.rows.Load() >= int64(s.cfg.BatchRows) && !pending {
@@ -617,10 +619,29 @@ func (s *Spool) writable() error {
 	if s.closed {
 		return storage.ErrUnavailable
 	}
+	return s.Failed()
+}
+
+// Failed is why the spool refuses every write until the node restarts (a
+// failed fsync), or nil. It is storage.ErrUnavailable: 503, and /healthz
+// reports it.
+func (s *Spool) Failed() error {
 	if e := s.syncErr.Load(); e != nil {
-		return fmt.Errorf("a sync of the spool failed, so what it holds on disk is uncertain; restart the node (%w)", *e)
+		return fmt.Errorf("%w: a sync of the telemetry spool failed, so what it holds on disk is uncertain; restart the node (%w)", storage.ErrUnavailable, *e)
 	}
 	return nil
+}
+
+// Writable tells why a Write would be refused before it touches anything:
+// the spool is full, closed or failed. Spooled checks it before it updates
+// the latest values, which a refused write must not change.
+func (s *Spool) Writable() error {
+	if s.Full() {
+		return ErrSpoolFull
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.writable()
 }
 
 // rotate syncs and seals the active segment and starts the next; under wmu.
@@ -943,7 +964,13 @@ func (s *Spool) flushLane(ctx context.Context, l *lane, upTo uint64) error {
 			return err
 		}
 		if n == 0 {
-			time.Sleep(time.Millisecond) // rows appended whose sync has not finished yet
+			// Rows appended whose sync has not finished yet; after a failed
+			// sync they never will in this process (the next start recovers
+			// what reached the disk), and waiting for them would spin forever.
+			if err := s.Failed(); err != nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 	return nil

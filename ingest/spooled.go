@@ -52,8 +52,10 @@ type Spooled struct {
 // longer, not for both in turn. The caller acknowledges the rows only when both
 // succeed. If either fails the client sees an error and retries, and the part that
 // did succeed is repeated, which both absorb (the same entity, key and ts replace
-// each other). A full spool is checked first, so an overloaded node does not show
-// latest values it answers 503 for.
+// each other). A spool that is full, closed or failed is checked first
+// (Spool.Writable), so a node that answers 503 does not show latest values of
+// what it refused; a disk error in the middle of the append (no space left) can
+// still leave them, until the client's retry.
 //
 // The latest store also says which entities' rows may repeat points written
 // before; the spool holds the records back from delivery until it knows
@@ -64,8 +66,8 @@ func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if t.Spool.Full() {
-		return ErrSpoolFull
+	if err := t.Spool.Writable(); err != nil {
+		return err
 	}
 	type answer struct {
 		repeats []uuid.UUID

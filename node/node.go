@@ -109,7 +109,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 			MaxDepth: cfg.Limits.MaxJSONDepth, MaxObjectKeys: cfg.Limits.MaxObjectKeys,
 			MaxEntries: cfg.Limits.MaxEntries, MaxKeyLen: cfg.Limits.MaxKeyLen, MaxValueLen: cfg.Limits.MaxValueLen,
 		},
-	}, n.eng, n.ingest, log, n.ready.Load)
+	}, n.eng, n.ingest, log, n.health)
 	n.api = api
 	if sp := b.spool; sp != nil {
 		api.Gauges().NewGauge(`sluice_spool_rows`, func() float64 { r, _ := sp.Depth(); return float64(r) })
@@ -195,6 +195,20 @@ func (n *Node) Shutdown(ctx context.Context) error {
 }
 
 func (n *Node) closeStore() error { return n.backend.close() }
+
+// health says why the node cannot serve, for /healthz: it is starting or
+// stopping, or its spool failed a sync and refuses every write until a restart.
+func (n *Node) health() error {
+	if !n.ready.Load() {
+		return errNotReady
+	}
+	if sp := n.backend.spool; sp != nil {
+		return sp.Failed()
+	}
+	return nil
+}
+
+var errNotReady = errors.New("Node is starting")
 
 type fasthttpLogger struct{ log *slog.Logger }
 
