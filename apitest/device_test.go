@@ -207,3 +207,45 @@ func TestHealthz(t *testing.T) {
 	n := startNode(t, nil)
 	n.must(200, "GET", "/healthz", "")
 }
+
+// TestDeviceDeleteRacingTokenChange: a device deleted while its token is
+// changed leaves no credentials behind; the token is free for the next device.
+func TestDeviceDeleteRacingTokenChange(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	for i := range 60 {
+		id, _ := n.createDevice(auth, fmt.Sprintf("racer %d", i))
+		token := fmt.Sprintf("RACE_TOKEN_%d", i)
+		creds := `{"deviceId":{"entityType":"DEVICE","id":"` + id + `"},"credentialsType":"ACCESS_TOKEN","credentialsId":"` + token + `"}`
+		done := make(chan response, 1)
+		go func() { done <- n.do("POST", "/api/device/credentials", creds, auth) }()
+		n.must(200, "DELETE", "/api/device/"+id, "", auth)
+		if r := <-done; r.Status != 200 && r.Status != 404 {
+			t.Fatalf("round %d: token change: %d %s", i, r.Status, r.Body)
+		}
+		var dev struct{ ID entityID }
+		n.must(200, "POST", "/api/device?accessToken="+token, fmt.Sprintf(`{"name":"heir %d"}`, i), auth).JSON(t, &dev)
+		n.must(200, "POST", "/api/v1/"+token+"/telemetry", `{"ok":1}`)
+	}
+}
+
+// TestDeviceVersionConflictHTTP: a stale version is 409 with ThingsBoard's
+// message and error code 35.
+func TestDeviceVersionConflictHTTP(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	var dev map[string]any
+	n.must(200, "POST", "/api/device", `{"name":"versioned"}`, auth).JSON(t, &dev)
+	dev["label"] = "first"
+	b, _ := json.Marshal(dev)
+	n.must(200, "POST", "/api/device", string(b), auth)
+	dev["label"] = "second" // still the version before "first"
+	b, _ = json.Marshal(dev)
+	r := n.do("POST", "/api/device", string(b), auth)
+	if msg := errorBody(t, r, 409); msg != "Device was already changed by someone else" || !strings.Contains(string(r.Body), `"errorCode":35`) {
+		t.Fatalf("stale version: %s", r.Body)
+	}
+	delete(dev, "version")
+	b, _ = json.Marshal(dev)
+	n.must(200, "POST", "/api/device", string(b), auth)
+}

@@ -14,9 +14,10 @@ var (
 	errTokenTaken     = &Error{Code: CodeBadRequestParams, Msg: "Specified credentials are already registered!"}
 	errCredsNoDevice  = &Error{Code: CodeBadRequestParams, Msg: "Device credentials should be assigned to device!"}
 	errCredsNoID      = &Error{Code: CodeBadRequestParams, Msg: "Device credentials id should be specified!"}
-	errCredsBadDevice = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device credentials to non-existent device!"}
 	errCredsNoType    = &Error{Code: CodeBadRequestParams, Msg: "Device credentials type should be specified!"}
 	errBadAccessToken = &Error{Code: CodeBadRequestParams, Msg: "Access token must not contain whitespace, '/', '?', '#' or '%' and must be at most 255 characters"}
+	errTokenControl   = &Error{Code: CodeBadRequestParams, Msg: "credentialsId must not contain control characters!"}
+	errTokenDots      = &Error{Code: CodeBadRequestParams, Msg: "Access token must not be '.' or '..'"}
 )
 
 // checkAccessToken refuses tokens a device could not put in its URL path.
@@ -24,10 +25,23 @@ func checkAccessToken(token string) error {
 	if token == "" {
 		return errCredsNoID
 	}
-	if len(token) > 255 || strings.ContainsAny(token, " \t\r\n/?#%") {
+	// ThingsBoard's DeviceCredentialsDataValidator: [\x00-\x1F\x7F].
+	if strings.ContainsFunc(token, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errTokenControl
+	}
+	if len(token) > 255 || strings.ContainsAny(token, " /?#%") {
 		return errBadAccessToken
 	}
+	// /api/v1/./telemetry is /api/v1/telemetry to a proxy that cleans paths.
+	if token == "." || token == ".." {
+		return errTokenDots
+	}
 	return nil
+}
+
+// deviceNotFound is ThingsBoard's checkDeviceId answer for an unknown device.
+func deviceNotFound(id uuid.UUID) *Error {
+	return Errorf(CodeItemNotFound, "Device with id [%s] is not found", id)
 }
 
 // putCredentials stores c with its unique token and device. A token that belongs to
@@ -88,6 +102,15 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 	if in.DeviceID.ID == uuid.Nil {
 		return nil, errCredsNoDevice
 	}
+	// The device first, as ThingsBoard's controller (checkDeviceId) does before
+	// the credentials are validated: an unknown one is 404.
+	d, err := e.loadDevice(ctx, in.DeviceID.ID)
+	if err != nil {
+		return nil, ifNotFound(err, deviceNotFound(in.DeviceID.ID))
+	}
+	if d.TenantID() != p.TenantID {
+		return nil, ErrPermissionDenied
+	}
 	switch in.CredentialsType {
 	case CredentialsAccessToken:
 	case "":
@@ -97,13 +120,6 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 	}
 	if err := checkAccessToken(in.CredentialsID); err != nil {
 		return nil, err
-	}
-	d, err := e.loadDevice(ctx, in.DeviceID.ID)
-	if err != nil {
-		return nil, ifNotFound(err, errCredsBadDevice)
-	}
-	if d.TenantID() != p.TenantID {
-		return nil, ErrPermissionDenied
 	}
 	old, prev, err := lookupLoad[DeviceCredentials](ctx, e, kindCredentials, credsDeviceKey(d.ID.ID))
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -127,11 +143,8 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 			return nil, err
 		}
 		// Nothing to compare with: look whether the device is still there.
-		if _, err := e.loadDevice(ctx, d.ID.ID); errors.Is(err, storage.ErrNotFound) {
-			if err := e.deleteRecord(ctx, kindCredentials, c.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
-				return nil, err
-			}
-			return nil, ErrNotFound
+		if err := e.checkCredentialsOwner(ctx, c); err != nil {
+			return nil, err
 		}
 	}
 	if old != nil && old.CredentialsID != c.CredentialsID {
@@ -139,4 +152,21 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 		e.publishPush(ctx, deviceTopic(d.ID.ID), []byte(credentialsChanged))
 	}
 	return c, nil
+}
+
+// checkCredentialsOwner runs after credentials c were written with Put: if their
+// device is gone by now, its deletion may have looked for credentials before
+// they were there, so they are deleted here (ErrNotFound). Together with the
+// second look removeDevice takes after deleting the device record, this leaves
+// no credentials, and no token refused for good, without a device.
+func (e *Engine) checkCredentialsOwner(ctx context.Context, c *DeviceCredentials) error {
+	_, err := e.loadDevice(ctx, c.DeviceID.ID)
+	if err == nil || !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	if err := e.deleteRecord(ctx, kindCredentials, c.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	e.evictToken(c.CredentialsID)
+	return ErrNotFound
 }

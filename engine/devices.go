@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,6 +19,8 @@ var (
 	errDeviceBadProfile  = &Error{Code: CodeBadRequestParams, Msg: "Device is referencing non existing device profile!"}
 	errDeviceBadCustomer = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device to non-existent customer!"}
 	errDeviceForeignCust = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device to customer from different tenant!"}
+	// ThingsBoard's EntityVersionMismatchException for a device.
+	errDeviceVersion = &Error{Code: CodeVersionConflict, Msg: "Device was already changed by someone else"}
 )
 
 func (e *Engine) loadDevice(ctx context.Context, id uuid.UUID) (*Device, error) {
@@ -60,6 +63,11 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		if old.TenantID() != tenant {
 			return nil, ErrPermissionDenied
 		}
+		// A client's version (ThingsBoard's optimistic lock) must be the
+		// stored one; none (0, as null in ThingsBoard) overwrites.
+		if in.Version != 0 && in.Version != old.Version {
+			return nil, errDeviceVersion
+		}
 		d, err := e.deviceFrom(ctx, tenant, in, old)
 		if err != nil {
 			return nil, err
@@ -67,12 +75,19 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		d.CreatedTime, d.Version = old.CreatedTime, old.Version+1
 		err = e.replaceRecord(ctx, kindDevice, d.ID.ID, tenant, prev, d, deviceNameKey(tenant, d.Name))
 		switch {
+		case errors.Is(err, storage.ErrChanged) && in.Version != 0:
+			return nil, errDeviceVersion // the version the client named is gone
 		case errors.Is(err, storage.ErrChanged):
 			continue
 		case errors.Is(err, storage.ErrConflict):
 			return nil, errDeviceNameTaken
 		case err != nil:
 			return nil, notFound(err)
+		}
+		if d.DeviceProfileID.ID != old.DeviceProfileID.ID {
+			if err := e.checkDeviceProfileKept(ctx, d, old); err != nil {
+				return nil, err
+			}
 		}
 		if err := e.evictDevice(ctx, d.ID.ID); err != nil {
 			return nil, err
@@ -109,12 +124,21 @@ func (e *Engine) createDevice(ctx context.Context, tenant uuid.UUID, in *Device,
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkDeviceProfileKept(ctx, d, nil); err != nil {
+		return nil, err
+	}
 	// The device is written first so that a crash leaves a device without a token
 	// (repaired by SaveDeviceCredentials), never a token without a device.
-	if _, err := e.createCredentials(ctx, tenant, d.ID.ID, accessToken); err != nil {
+	c, err := e.createCredentials(ctx, tenant, d.ID.ID, accessToken)
+	if err != nil {
 		if derr := e.deleteRecord(ctx, kindDevice, d.ID.ID); derr != nil {
 			return nil, errors.Join(err, derr)
 		}
+		return nil, err
+	}
+	// A deletion of the new device (its id is listed already) may have run
+	// between the two writes and found no credentials to delete.
+	if err := e.checkCredentialsOwner(ctx, c); err != nil {
 		return nil, err
 	}
 	return d, e.otaDeviceSaved(ctx, nil, d)
@@ -147,6 +171,54 @@ func (e *Engine) deviceFrom(ctx context.Context, tenant uuid.UUID, in *Device, o
 	return &d, nil
 }
 
+// checkDeviceProfileKept runs after device d was written with a profile its
+// previous version old (nil: a new device) did not have. If a deletion of that
+// profile has begun meanwhile (see DeleteDeviceProfile), the write is taken
+// back and the save refused as if the profile were gone.
+func (e *Engine) checkDeviceProfileKept(ctx context.Context, d, old *Device) error {
+	ok, err := e.usableProfile(ctx, d.DeviceProfileID.ID)
+	if err != nil || ok {
+		return err
+	}
+	if old == nil {
+		if err := e.deleteRecord(ctx, kindDevice, d.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+		return errDeviceBadProfile
+	}
+	// Back to the previous profile (and the packages checked against it), over
+	// whatever version is stored now: another write may have come after ours.
+	for range maxReplaceTries {
+		cur, prev, err := loadRecord[Device](ctx, e, kindDevice, d.ID.ID)
+		if errors.Is(err, storage.ErrNotFound) {
+			return errDeviceBadProfile
+		}
+		if err != nil {
+			return err
+		}
+		if cur.DeviceProfileID.ID != d.DeviceProfileID.ID {
+			return errDeviceBadProfile // moved off it already
+		}
+		cur.DeviceProfileID, cur.Type = old.DeviceProfileID, old.Type
+		cur.FirmwareID, cur.SoftwareID = old.FirmwareID, old.SoftwareID
+		cur.Version++
+		err = e.replaceRecord(ctx, kindDevice, cur.ID.ID, cur.TenantID(), prev, cur, deviceNameKey(cur.TenantID(), cur.Name))
+		switch {
+		case errors.Is(err, storage.ErrChanged):
+			continue
+		case errors.Is(err, storage.ErrNotFound):
+			return errDeviceBadProfile
+		case err != nil:
+			return err
+		}
+		if err := e.evictDevice(ctx, cur.ID.ID); err != nil {
+			return err
+		}
+		return errDeviceBadProfile
+	}
+	return errChangedMeanwhile
+}
+
 // checkDeviceCustomer normalises the customer of d and checks it is one of tenant's.
 func (e *Engine) checkDeviceCustomer(ctx context.Context, tenant uuid.UUID, d *Device) error {
 	if isNull(d.CustomerID.ID) {
@@ -167,14 +239,14 @@ func (e *Engine) checkDeviceCustomer(ctx context.Context, tenant uuid.UUID, d *D
 // deviceProfileFor picks the profile of a saved device (see SaveDevice).
 func (e *Engine) deviceProfileFor(ctx context.Context, tenant, profileID uuid.UUID, typeName string) (*DeviceProfile, error) {
 	if profileID != uuid.Nil {
-		prof, err := getRecord[DeviceProfile](ctx, e, kindProfile, profileID)
+		rec, _, err := e.loadProfile(ctx, profileID)
 		if err != nil {
 			return nil, ifNotFound(err, errDeviceBadProfile)
 		}
-		if prof.TenantID.ID != tenant {
+		if rec.TenantID.ID != tenant || rec.Deleting {
 			return nil, errDeviceBadProfile
 		}
-		return prof, nil
+		return &rec.DeviceProfile, nil
 	}
 	if typeName != "" {
 		return e.profileByName(ctx, tenant, typeName)
@@ -219,14 +291,7 @@ func (e *Engine) DeleteDevice(ctx context.Context, p *Principal, id uuid.UUID) e
 // removeDevice deletes a device with its credentials (evicting its token), time
 // series and attributes, and ends its open long polls on every node.
 func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
-	creds, err := e.credentialsOf(ctx, id)
-	switch {
-	case err == nil:
-		if err := e.deleteRecord(ctx, kindCredentials, creds.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return err
-		}
-		e.evictToken(creds.CredentialsID)
-	case !errors.Is(err, storage.ErrNotFound):
+	if err := e.dropCredentials(ctx, id); err != nil {
 		return err
 	}
 	if err := e.removeEntityData(ctx, id); err != nil {
@@ -243,6 +308,28 @@ func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 	}
 	e.publishPush(ctx, deviceTopic(id), []byte(deviceDeleted)) // ends its open polls with 403
 	e.sweepLater(sweep{id: id})
+	// A token change that ran between the first dropCredentials and the
+	// device's deletion found the device still there and wrote new
+	// credentials: delete them too. One that writes after this point finds
+	// the device gone and deletes its own (checkCredentialsOwner), so no
+	// interleaving leaves credentials without a device.
+	return e.dropCredentials(ctx, id)
+}
+
+// dropCredentials deletes whatever credentials record holds the device's id,
+// evicting its token; none is no error.
+func (e *Engine) dropCredentials(ctx context.Context, id uuid.UUID) error {
+	creds, err := e.credentialsOf(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.deleteRecord(ctx, kindCredentials, creds.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	e.evictToken(creds.CredentialsID)
 	return nil
 }
 
@@ -370,7 +457,27 @@ func (e *Engine) ListTenantDevices(ctx context.Context, p *Principal, pl PageLin
 		}
 		all = filtered
 	}
-	return makePage(all, pl, devicePages)
+	spec := devicePages
+	if pl.SortProperty == "customerTitle" {
+		// ThingsBoard sorts a tenant's devices by their customer's title too;
+		// only this list pays for reading the customers.
+		customers, err := listRecords[Customer](ctx, e, kindCustomer, p.TenantID)
+		if err != nil {
+			return PageData[*Device]{}, err
+		}
+		titles := make(map[uuid.UUID]string, len(customers))
+		for _, c := range customers {
+			titles[c.ID.ID] = c.Title
+		}
+		spec.keys = maps.Clone(spec.keys)
+		spec.keys["customerTitle"] = func(d *Device) sortKey {
+			if t, ok := titles[d.CustomerID.ID]; ok {
+				return strKey(t)
+			}
+			return nullKey // unassigned
+		}
+	}
+	return makePage(all, pl, spec)
 }
 
 // TenantDeviceByName returns the device of p's tenant with that name (tenant admins only).

@@ -134,7 +134,7 @@ func TestTokenCacheInvalidation(t *testing.T) {
 	f(a, &DeviceCredentials{DeviceID: d.ID, CredentialsType: "X509_CERTIFICATE", CredentialsID: "X"}, CodeBadRequestParams)
 	f(a, &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken}, CodeBadRequestParams)
 	f(a, &DeviceCredentials{CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodeBadRequestParams)
-	f(a, &DeviceCredentials{DeviceID: newEntityID(EntityDevice, uuid.New()), CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodeBadRequestParams)
+	f(a, &DeviceCredentials{DeviceID: newEntityID(EntityDevice, uuid.New()), CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodeItemNotFound) // ThingsBoard's checkDeviceId
 	f(te.newTenant(t, "B", "b@example.com"), &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: "X"}, CodePermissionDenied)
 
 	// Deleting the device refuses its token at once and removes its data.
@@ -392,5 +392,229 @@ func TestCredentialsChangeRacingDelete(t *testing.T) {
 	}
 	if rs, _ := te.store.List(ctx, kindCredentials, admin.TenantID); len(rs) != 2 { // the demo devices'
 		t.Fatalf("%d credentials stored, want the 2 demo devices'", len(rs))
+	}
+}
+
+// deleteHookStore runs hook once, after the first Delete of kind it passes on.
+type deleteHookStore struct {
+	storage.Backend
+	kind string
+	hook func()
+}
+
+func (s *deleteHookStore) Delete(ctx context.Context, kind string, id uuid.UUID) error {
+	err := s.Backend.Delete(ctx, kind, id)
+	if f := s.hook; f != nil && kind == s.kind {
+		s.hook = nil
+		f()
+	}
+	return err
+}
+
+// TestCredentialsChangeInsideDelete: a token change that runs after a device
+// deletion removed the credentials but before it removed the device finds no
+// credentials and writes new ones; the deletion must not leave them behind,
+// or the token would be refused for every later device.
+func TestCredentialsChangeInsideDelete(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, admin, &Device{Name: "doomed"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := te.store
+	hooked := &deleteHookStore{Backend: inner, kind: kindCredentials}
+	hooked.hook = func() {
+		te.store = inner
+		defer func() { te.store = hooked }()
+		if _, err := te.SaveDeviceCredentials(ctx, admin, &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: "IN_THE_GAP"}); err != nil {
+			t.Errorf("token change in the gap: %v", err) // the device is still there: it succeeds
+		}
+	}
+	te.store = hooked
+	wantCode(t, te.DeleteDevice(ctx, admin, d.ID.ID), 0)
+	te.store = inner
+	if _, err := te.DeviceByToken(ctx, "IN_THE_GAP"); err == nil {
+		t.Fatal("the token written in the gap works for a deleted device")
+	}
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "heir"}, "IN_THE_GAP"); err != nil {
+		t.Fatalf("token of a deleted device still taken: %v", err)
+	}
+}
+
+// TestCredentialsChangeRacingDeleteLoop runs token changes and deletions at
+// once: whichever wins, the token is free afterwards.
+func TestCredentialsChangeRacingDeleteLoop(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	for i := range 60 {
+		d, err := te.SaveDevice(ctx, admin, &Device{Name: "racer"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := "RACE_" + d.ID.ID.String()
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := te.DeleteDevice(ctx, admin, d.ID.ID); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			// Succeeds, or 404 once the device is gone.
+			_, err := te.SaveDeviceCredentials(ctx, admin, &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: token})
+			var ee *Error
+			if err != nil && !(errors.As(err, &ee) && ee.Code == CodeItemNotFound) {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		heir, err := te.SaveDevice(ctx, admin, &Device{Name: "heir"}, token)
+		if err != nil {
+			t.Fatalf("round %d: token of a deleted device still taken: %v", i, err)
+		}
+		wantCode(t, te.DeleteDevice(ctx, admin, heir.ID.ID), 0)
+	}
+}
+
+// TestSweepDropsCredentials: the sweep deletes credentials a deletion left
+// behind (a node stopped half-way).
+func TestSweepDropsCredentials(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, admin, &Device{Name: "left"}, "LEFT_TOKEN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.deleteRecord(ctx, kindDevice, d.ID.ID), 0) // only the record, as a crash would leave it
+	te.sweepDevice(ctx, d.ID.ID)
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "heir"}, "LEFT_TOKEN"); err != nil {
+		t.Fatalf("token still taken after the sweep: %v", err)
+	}
+}
+
+// TestDeviceVersionConflict: a client's stale version is 409 as ThingsBoard's
+// optimistic lock; no version overwrites.
+func TestDeviceVersionConflict(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, admin, &Device{Name: "versioned"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := *d
+	a.Label = "a"
+	if _, err := te.SaveDevice(ctx, admin, &a, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := *d // still the first version
+	b.Label = "b"
+	_, err = te.SaveDevice(ctx, admin, &b, "")
+	wantCode(t, err, CodeVersionConflict)
+	if err.Error() != "Device was already changed by someone else" {
+		t.Fatalf("message %q", err)
+	}
+	b.Version = 0
+	got, err := te.SaveDevice(ctx, admin, &b, "")
+	if err != nil || got.Label != "b" || got.Version != d.Version+2 {
+		t.Fatalf("update without a version: %+v %v", got, err)
+	}
+}
+
+// TestListTenantDevicesLabelAndCustomer: textSearch matches the label too and
+// customerTitle sorts by the customer's title, unassigned devices last, as
+// ThingsBoard.
+func TestListTenantDevicesLabelAndCustomer(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	zed, err := te.SaveCustomer(ctx, a, &Customer{Title: "zed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abe, err := te.SaveCustomer(ctx, a, &Customer{Title: "Abe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*Device{
+		{Name: "q1", Label: "Boiler room", CustomerID: zed.ID},
+		{Name: "q2", Label: "attic"},
+		{Name: "boiler q", CustomerID: abe.ID},
+	} {
+		if _, err := te.SaveDevice(ctx, a, d, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(pl PageLink) []string {
+		t.Helper()
+		pd, err := te.ListTenantDevices(ctx, a, pl, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range pd.Data {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	if got := names(PageLink{PageSize: 10, TextSearch: "BOILER", SortProperty: "name"}); !slices.Equal(got, []string{"boiler q", "q1"}) {
+		t.Errorf("search by name or label: %v", got)
+	}
+	if got := names(PageLink{PageSize: 10, TextSearch: "q", SortProperty: "customerTitle"}); !slices.Equal(got, []string{"boiler q", "q1", "q2"}) {
+		t.Errorf("by customer title: %v", got)
+	}
+	if got := names(PageLink{PageSize: 10, TextSearch: "q", SortProperty: "customerTitle", SortOrder: "DESC"}); !slices.Equal(got, []string{"q2", "q1", "boiler q"}) {
+		t.Errorf("by customer title, descending: %v", got)
+	}
+}
+
+// TestAccessTokenChecks: control characters are refused with ThingsBoard's
+// message, "." and ".." (paths a proxy would clean) too; an unknown device is
+// 404 as ThingsBoard's checkDeviceId.
+func TestAccessTokenChecks(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, a, &Device{Name: "checked"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func(token string) error {
+		_, err := te.SaveDeviceCredentials(ctx, a, &DeviceCredentials{DeviceID: d.ID, CredentialsType: CredentialsAccessToken, CredentialsID: token})
+		return err
+	}
+	for _, c := range []struct{ token, msg string }{
+		{"a\x00b", "credentialsId must not contain control characters!"},
+		{"tab\there", "credentialsId must not contain control characters!"},
+		{"line\n", "credentialsId must not contain control characters!"},
+		{"del\x7f", "credentialsId must not contain control characters!"},
+		{".", "Access token must not be '.' or '..'"},
+		{"..", "Access token must not be '.' or '..'"},
+		{"a b", errBadAccessToken.Msg},
+	} {
+		err := save(c.token)
+		wantCode(t, err, CodeBadRequestParams)
+		if err.Error() != c.msg {
+			t.Errorf("%q: %q, want %q", c.token, err, c.msg)
+		}
+		_, err = te.SaveDevice(ctx, a, &Device{Name: "new " + c.token}, c.token)
+		wantCode(t, err, CodeBadRequestParams)
+	}
+	for _, ok := range []string{"...", ".a", "a.", "ünïcode"} {
+		if err := save(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	unknown := newEntityID(EntityDevice, uuid.New())
+	_, err = te.SaveDeviceCredentials(ctx, a, &DeviceCredentials{DeviceID: unknown, CredentialsType: CredentialsAccessToken, CredentialsID: "x"})
+	wantCode(t, err, CodeItemNotFound)
+	if want := "Device with id [" + unknown.ID.String() + "] is not found"; err.Error() != want {
+		t.Errorf("unknown device: %q, want %q", err, want)
 	}
 }

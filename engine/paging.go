@@ -27,17 +27,23 @@ type PageLink struct {
 
 // sortKey is the value of a sort property: a string, or a number when num.
 type sortKey struct {
-	s   string
-	n   int64
-	num bool
+	s    string
+	n    int64
+	num  bool
+	null bool // no value: sorts after every value, as NULL in PostgreSQL
 }
 
 func strKey(s string) sortKey { return sortKey{s: s} }
 func numKey(n int64) sortKey  { return sortKey{n: n, num: true} }
 
+var nullKey = sortKey{null: true}
+
 // pageSpec says how a listed type is searched and sorted.
 type pageSpec[T any] struct {
 	text func(T) string
+	// alt, when set, is a second text that textSearch matches (a device's
+	// label, as ThingsBoard's "name ILIKE ... OR label ILIKE ...").
+	alt  func(T) string
 	keys map[string]func(T) sortKey
 }
 
@@ -71,13 +77,18 @@ func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], err
 	if pl.TextSearch != "" {
 		needle := strings.ToLower(pl.TextSearch)
 		items = slices.DeleteFunc(slices.Clone(items), func(v T) bool {
-			return !strings.Contains(strings.ToLower(spec.text(v)), needle)
+			if strings.Contains(strings.ToLower(spec.text(v)), needle) {
+				return false
+			}
+			return spec.alt == nil || !strings.Contains(strings.ToLower(spec.alt(v)), needle)
 		})
 	}
 	slices.SortStableFunc(items, func(a, b T) int {
 		ka, kb := key(a), key(b)
 		var c int
-		if ka.num {
+		if ka.null || kb.null {
+			c = cmp.Compare(b2i(ka.null), b2i(kb.null))
+		} else if ka.num {
 			c = cmp.Compare(ka.n, kb.n)
 		} else {
 			// Names sort as a database collation would: case only breaks ties.
@@ -104,6 +115,13 @@ func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], err
 		out.Data = items[from : from+min(pl.PageSize, total-from)]
 	}
 	return out, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 var tenantPages = pageSpec[*Tenant]{
@@ -147,6 +165,7 @@ var profilePages = pageSpec[*DeviceProfile]{
 
 var devicePages = pageSpec[*Device]{
 	text: func(d *Device) string { return d.Name },
+	alt:  func(d *Device) string { return d.Label },
 	keys: map[string]func(*Device) sortKey{
 		"createdTime":       func(d *Device) sortKey { return numKey(d.CreatedTime) },
 		"name":              func(d *Device) sortKey { return strKey(d.Name) },

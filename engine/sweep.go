@@ -130,7 +130,12 @@ func (e *Engine) sweepDevice(ctx context.Context, id uuid.UUID) {
 	if _, err := e.loadDevice(ctx, id); !errors.Is(err, storage.ErrNotFound) {
 		return // not deleted after all (the deletion failed half-way), or unknown
 	}
-	err := e.removeEntityData(ctx, id)
+	// Credentials too: a node stopped inside a deletion racing a token change
+	// may have left some, and they would hold their token for good.
+	err := e.dropCredentials(ctx, id)
+	if err == nil {
+		err = e.removeEntityData(ctx, id)
+	}
 	if err == nil {
 		err = e.removeDeviceRPCs(ctx, id)
 	}

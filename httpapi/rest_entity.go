@@ -22,6 +22,9 @@ func (s *Server) entityRoutes(r *router.Router) {
 	r.GET("/api/tenant/device", s.authed(s.tenantDevice))
 
 	r.GET("/api/deviceProfileInfo/default", s.authed(s.defaultProfileInfo))
+	r.GET("/api/deviceProfileInfo/{deviceProfileId}", s.authed(s.deviceProfileInfo))
+	r.GET("/api/deviceProfileInfos", s.authed(s.deviceProfileInfos))
+	r.POST("/api/deviceProfile/{deviceProfileId}/default", s.authed(s.setDefaultDeviceProfile))
 	r.POST("/api/deviceProfile", s.authed(s.saveDeviceProfile))
 	r.GET("/api/deviceProfile/{deviceProfileId}", s.authed(s.getDeviceProfile))
 	r.DELETE("/api/deviceProfile/{deviceProfileId}", s.authed(s.deleteDeviceProfile))
@@ -110,6 +113,28 @@ func (s *Server) tenantDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 func (s *Server) defaultProfileInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	v, err := s.eng.GetDefaultProfileInfo(s.ctx, p)
 	s.respond(ctx, v, err)
+}
+
+func (s *Server) deviceProfileInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceProfileId"); ok {
+		v, err := s.eng.GetDeviceProfileInfo(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+// deviceProfileInfos is a page of profile infos, optionally of one transportType.
+func (s *Server) deviceProfileInfos(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListDeviceProfileInfos(s.ctx, p, pl, string(ctx.QueryArgs().Peek("transportType")))
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) setDefaultDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceProfileId"); ok {
+		v, err := s.eng.SetDefaultDeviceProfile(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
 }
 
 func (s *Server) saveDeviceProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {

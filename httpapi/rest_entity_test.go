@@ -78,6 +78,13 @@ func TestDeviceRoutes(t *testing.T) {
 	n.expect("POST", "/api/device/credentials", cu, creds, 403, "")
 	n.expect("POST", "/api/device/credentials", other, creds, 403, "")
 	n.expect("POST", "/api/device/credentials", ta, "nope", 400, "")
+	bad := creds
+	bad.CredentialsID = "a\u0001b"
+	n.expect("POST", "/api/device/credentials", ta, bad, 400, "credentialsId must not contain control characters!")
+	bad.CredentialsID = ".."
+	n.expect("POST", "/api/device/credentials", ta, bad, 400, "Access token must not be '.' or '..'")
+	bad.DeviceID.ID = uuid.New()
+	n.expect("POST", "/api/device/credentials", ta, bad, 404, "Device with id ["+bad.DeviceID.ID.String()+"] is not found")
 
 	// Delete.
 	n.expect("DELETE", path, cu, nil, 403, "")
@@ -156,7 +163,8 @@ func TestDeviceProfileRoutes(t *testing.T) {
 	if info.Name != "default" || info.ID.EntityType != "DEVICE_PROFILE" || info.Type != "DEFAULT" {
 		t.Fatalf("info: %+v", info)
 	}
-	n.expect("GET", "/api/deviceProfileInfo/default", cu, nil, 403, "")
+	// Customer users read profile infos too, as ThingsBoard.
+	n.expect("GET", "/api/deviceProfileInfo/default", cu, nil, 200, "")
 	n.expect("GET", "/api/deviceProfileInfo/default", n.sysadmin(), nil, 403, "")
 
 	var dp engine.DeviceProfile
@@ -250,4 +258,68 @@ func TestTenantCustomerUserRoutes(t *testing.T) {
 	n.expect("POST", "/api/user", cu, map[string]any{"email": "x@example.com", "authority": "CUSTOMER_USER"}, 403, "")
 	n.expect("POST", "/api/user", sys, map[string]any{"email": "y@example.com", "authority": "TENANT_ADMIN", "tenantId": tenantB.ID}, 200, "")
 	n.expect("POST", "/api/user", "", map[string]any{"email": "z@example.com"}, 401, "")
+}
+
+// TestDeviceProfileInfoRoutes: the short forms of profiles, by id and by page,
+// and moving the default.
+func TestDeviceProfileInfoRoutes(t *testing.T) {
+	n := startTestNode(t)
+	ta, cu := n.tenant(), n.customer()
+	_, other := n.otherTenant("B")
+
+	var def engine.DeviceProfileInfo
+	n.decode(n.expect("GET", "/api/deviceProfileInfo/default", ta, nil, 200, ""), &def)
+	var dp engine.DeviceProfile
+	n.decode(n.expect("POST", "/api/deviceProfile", ta, map[string]string{"name": "mqtt meters", "transportType": "MQTT"}, 200, ""), &dp)
+	id := dp.ID.ID.String()
+
+	raw := n.expect("GET", "/api/deviceProfileInfo/"+id, cu, nil, 200, "")
+	var info map[string]any
+	n.decode(raw, &info)
+	for _, k := range []string{"id", "tenantId", "name", "image", "defaultDashboardId", "type", "transportType"} {
+		if _, ok := info[k]; !ok {
+			t.Errorf("info lacks %s: %s", k, raw)
+		}
+	}
+	if len(info) != 7 || info["name"] != "mqtt meters" || info["transportType"] != "MQTT" {
+		t.Fatalf("info: %s", raw)
+	}
+	n.expect("GET", "/api/deviceProfileInfo/"+id, other, nil, 403, "")
+	n.expect("GET", "/api/deviceProfileInfo/"+uuid.NewString(), ta, nil, 404, "")
+	n.expect("GET", "/api/deviceProfileInfo/nope", ta, nil, 400, "Invalid UUID string: nope")
+
+	var page engine.PageData[engine.DeviceProfileInfo]
+	n.decode(n.expect("GET", "/api/deviceProfileInfos?pageSize=10&page=0&sortProperty=name&sortOrder=DESC", cu, nil, 200, ""), &page)
+	if page.TotalElements != 2 || page.Data[0].Name != "mqtt meters" || page.Data[1].Name != "default" {
+		t.Fatalf("infos: %+v", page)
+	}
+	n.decode(n.expect("GET", "/api/deviceProfileInfos?pageSize=10&page=0&transportType=MQTT", ta, nil, 200, ""), &page)
+	if page.TotalElements != 1 || page.Data[0].ID != dp.ID {
+		t.Fatalf("MQTT infos: %+v", page)
+	}
+	n.decode(n.expect("GET", "/api/deviceProfileInfos?pageSize=10&page=0&textSearch=METER", ta, nil, 200, ""), &page)
+	if page.TotalElements != 1 {
+		t.Fatalf("searched infos: %+v", page)
+	}
+	n.expect("GET", "/api/deviceProfileInfos?page=0", ta, nil, 400, "")
+	n.expect("GET", "/api/deviceProfileInfos?pageSize=10&page=0", n.sysadmin(), nil, 403, "")
+
+	// Moving the default.
+	n.expect("POST", "/api/deviceProfile/"+id+"/default", cu, nil, 403, "")
+	n.expect("POST", "/api/deviceProfile/"+id+"/default", other, nil, 403, "")
+	n.expect("POST", "/api/deviceProfile/"+uuid.NewString()+"/default", ta, nil, 404, "")
+	var got engine.DeviceProfile
+	n.decode(n.expect("POST", "/api/deviceProfile/"+id+"/default", ta, nil, 200, ""), &got)
+	if !got.Default || got.ID != dp.ID {
+		t.Fatalf("set default: %+v", got)
+	}
+	var now engine.DeviceProfileInfo
+	n.decode(n.expect("GET", "/api/deviceProfileInfo/default", ta, nil, 200, ""), &now)
+	if now.ID != dp.ID {
+		t.Fatalf("default after the change: %+v", now)
+	}
+	n.expect("POST", "/api/deviceProfile", ta, map[string]any{"name": "another", "default": true}, 400,
+		"Another default device profile is present in scope of current tenant!")
+	// The old default is an ordinary profile now (the demo devices use it).
+	n.expect("DELETE", "/api/deviceProfile/"+def.ID.ID.String(), ta, nil, 400, "The device profile referenced by the devices cannot be deleted!")
 }
