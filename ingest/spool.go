@@ -143,14 +143,16 @@ type lane struct {
 	vers    []uint64
 	seqs    []uint64
 	dec     recordReader
-	// failed is set when a delivery fails: the next one may repeat rows the
-	// sink took before the failure, so all of its rows may repeat. shrink
+	// repeatBelow is one past the last record a failed delivery sent: the
+	// sink may have taken any of them (an answer lost after the insert, one
+	// shard of a cluster that took its part), so every row of those records
+	// may repeat, however many deliveries it takes to send them again. shrink
 	// halves the rows of each delivery after a failed one, down to a record: a
 	// delivery the sink refuses for its size (ClickHouse's memory limit on a
 	// batch of large values) gets in in parts instead of stopping the lane.
 	// Back to BatchRows after a success.
-	failed bool
-	shrink int
+	repeatBelow uint64
+	shrink      int
 
 	// pending holds the verdicts of records written by WritePending, by
 	// sequence number, from just before their commit until Resolve says all
@@ -884,7 +886,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		// is new (a record without one: Write's, a previous process's, which may
 		// have delivered it before it crashed) or when a failed delivery may have
 		// delivered part of this one.
-		all := !said.resolved || l.failed
+		all := !said.resolved || h.seq < l.repeatBelow
 		for i := from; i < len(rows); i++ {
 			repeat = append(repeat, all || slices.Contains(said.repeats, rows[i].EntityID))
 		}
@@ -899,7 +901,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	}
 	if err := s.sink.WriteHistory(context.Background(), rows, repeat, vers); err != nil {
 		spoolDeliverError.Inc()
-		l.failed = true
+		l.repeatBelow = max(l.repeatBelow, seqs[len(seqs)-1]+1)
 		l.shrink++
 		return 0, held, err
 	}
@@ -907,7 +909,7 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	if s.cfg.Tally != nil {
 		s.cfg.Tally.Stored(rows)
 	}
-	l.failed, l.shrink = false, 0
+	l.shrink = 0
 	s.setPos(l, pos)
 	l.done = seqs[len(seqs)-1] + 1
 	if err := s.done.store(l.shard, l.done); err != nil {

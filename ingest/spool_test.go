@@ -1375,3 +1375,58 @@ func TestSpoolLocksItsFolder(t *testing.T) {
 	}
 	s.Close(context.Background())
 }
+
+// ackLostSink takes the first delivery's rows but answers an error, as when
+// ClickHouse committed an insert whose answer was lost; then it behaves.
+type ackLostSink struct {
+	*memSink
+	failedOnce bool
+}
+
+func (a *ackLostSink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
+	err := a.memSink.WriteHistory(ctx, rows, mayRepeat, vers)
+	if err == nil && !a.failedOnce {
+		a.failedOnce = true
+		return errors.New("connection reset after the commit")
+	}
+	return err
+}
+
+// TestSpoolRepeatsAfterLostAnswer: every row of a delivery that failed goes
+// again as a possible repeat, however many smaller deliveries resend them.
+// Before, only the first (halved) one was flagged, and reports read the
+// duplicates of the rest on days not marked as holding repeats.
+func TestSpoolRepeatsAfterLostAnswer(t *testing.T) {
+	sink := &ackLostSink{memSink: newMemSink()}
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), BatchRows: 100, FlushInterval: time.Hour, Shards: 1}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	ctx := context.Background()
+	for range 4 {
+		p, err := s.WritePending(ctx, testRows(uuid.New(), 0, 25))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Resolve(p, nil, false) // the latest store: all new points
+	}
+	if err := s.Flush(ctx); err == nil {
+		t.Fatal("the first delivery's error did not reach Flush")
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	seen := map[string]int{}
+	for i, r := range sink.rows {
+		k := r.EntityID.String() + "/" + fmt.Sprint(r.Ts)
+		if seen[k]++; seen[k] > 1 && !sink.repeat[i] {
+			t.Fatalf("row %s delivered again as a new point", k)
+		}
+	}
+	if len(seen) != 100 || len(sink.rows) != 200 {
+		t.Fatalf("%d rows delivered, %d distinct; want each of 100 twice", len(sink.rows), len(seen))
+	}
+}
