@@ -12,5 +12,6 @@ var (
 	batchDuration     = metrics.NewHistogram(`sluice_ingest_commit_duration_seconds`)
 	spoolDelivered    = metrics.NewCounter(`sluice_spool_delivered_rows_total`)
 	spoolDeliverError = metrics.NewCounter(`sluice_spool_delivery_errors_total`)
+	spoolDamaged      = metrics.NewCounter(`sluice_spool_damaged_segments_total`) // found at start: records after damage are not delivered
 	spoolFull         = metrics.NewCounter(`sluice_points_rejected_total{reason="spool_full"}`)
 )

@@ -273,6 +273,9 @@ func (s *Spool) recover() error {
 		if err != nil {
 			return err
 		}
+		if err := s.checkTail(seg, valid); err != nil {
+			return err
+		}
 		seg.size = valid
 		seg.durable.Store(valid)
 		seg.sealed.Store(true)
@@ -301,6 +304,60 @@ func (s *Spool) recover() error {
 		l.posSeg.Store(first)
 	}
 	return nil
+}
+
+// checkTail tells apart, in a segment whose records stop checking out at
+// valid, a write cut off by a crash from damage. A cut-off write was never
+// acknowledged: nothing after it is a record. Damage (a flipped bit, a lost
+// block) is followed by records that still check out, acknowledged ones among
+// them. Those are not delivered (the lanes read a segment up to its first bad
+// record), so the segment is kept aside under another name for whoever
+// recovers it by hand, and the start says so loudly instead of passing over
+// them in silence. (A cut-off write whose later pages reached the disk before
+// its earlier ones looks like damage too; its copy then holds nothing that was
+// acknowledged.)
+func (s *Spool) checkTail(seg *segment, valid int64) error {
+	st, err := seg.f.Stat()
+	if err != nil || st.Size() <= valid {
+		return err
+	}
+	rest := make([]byte, st.Size()-valid)
+	if _, err := seg.f.ReadAt(rest, valid); err != nil {
+		return err
+	}
+	at := nextRecord(rest, s.seq)
+	path := filepath.Join(s.cfg.Dir, segName(seg.id))
+	if at < 0 {
+		s.log.Warn("telemetry spool: a write cut off by a crash ends a segment; it was never acknowledged",
+			"segment", path, "offset", valid, "bytes", len(rest))
+		return nil
+	}
+	spoolDamaged.Inc()
+	kept := path + ".damaged"
+	if err := os.Link(path, kept); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("segment %s is damaged at offset %d and cannot be kept aside: %w", path, valid, err)
+	}
+	s.log.Error("telemetry spool: a segment is damaged; the records after the damage are not delivered, and a copy is kept",
+		"segment", path, "damagedAt", valid, "recordsFrom", valid+int64(at), "bytesNotDelivered", len(rest), "copy", kept)
+	return nil
+}
+
+// nextRecord is the offset in b of the first record that checks out, with a
+// sequence number from minSeq on (records follow one another in sequence), or
+// -1. Random bytes pass the lane and sequence tests rarely, so the checksum is
+// seldom computed.
+func nextRecord(b []byte, minSeq uint64) int {
+	for off := 0; off+recHeaderLen <= len(b); off++ {
+		h, err := parseHeader(b[off : off+recHeaderLen])
+		if err != nil || int(h.lane) >= maxShards || h.seq < minSeq || h.seq-minSeq > 1<<32 ||
+			h.n > len(b)-off-recHeaderLen {
+			continue
+		}
+		if crc32.Checksum(b[off+recHeaderLen:off+recHeaderLen+h.n], castagnoli) == h.crc {
+			return off
+		}
+	}
+	return -1
 }
 
 // shardCount returns the number of lanes: the one configured, unless records

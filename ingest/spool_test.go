@@ -725,6 +725,9 @@ func TestSpoolTornTail(t *testing.T) {
 	if rows, _ := s.Depth(); rows != 50 {
 		t.Fatalf("recovered %d rows, want 50", rows)
 	}
+	if _, err := os.Stat(path + ".damaged"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a torn tail was kept as damage: %v", err)
+	}
 	if err := s.Write(context.Background(), testRows(id, 60, 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -739,6 +742,73 @@ func TestSpoolTornTail(t *testing.T) {
 		if r.Ts != want {
 			t.Fatalf("row %d has ts %d, want %d", i, r.Ts, want)
 		}
+	}
+}
+
+// TestSpoolDamagedSegment: a record that does not check out with records
+// that do after it is damage, not a cut-off write: the start keeps a copy of
+// the segment and says so, and delivers what comes before the damage. A torn
+// tail (TestSpoolTornTail) keeps no copy.
+func TestSpoolDamagedSegment(t *testing.T) {
+	dir := t.TempDir()
+	sink := newMemSink()
+	sink.setDown(true)
+	cfg := SpoolConfig{Dir: dir, FlushInterval: 5 * time.Millisecond}
+	s, err := OpenSpool(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.New()
+	for i := range 3 {
+		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Close(done)
+	ids := segments(t, dir)
+	path := filepath.Join(dir, segName(ids[len(ids)-1]))
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	var off int64
+	scanSegment(f, func(h recHeader, payload []byte) error {
+		offs = append(offs, off)
+		off += recHeaderLen + int64(len(payload))
+		return nil
+	})
+	f.Close()
+	if len(offs) != 3 {
+		t.Fatalf("%d records, want 3", len(offs))
+	}
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole[offs[1]+recHeaderLen+3] ^= 0x40 // a flipped bit in the second record's payload
+	if err := os.WriteFile(path, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs strings.Builder
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	sink.setDown(false)
+	s, err = OpenSpool(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if rows, _ := s.Depth(); rows != 10 {
+		t.Fatalf("%d rows to deliver, want the 10 before the damage", rows)
+	}
+	if _, err := os.Stat(path + ".damaged"); err != nil {
+		t.Fatalf("no copy of the damaged segment: %v", err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "damaged") {
+		t.Fatalf("the start did not say the segment is damaged:\n%s", logs.String())
 	}
 }
 
