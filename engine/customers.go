@@ -30,6 +30,9 @@ func (e *Engine) SaveCustomer(ctx context.Context, p *Principal, in *Customer) (
 		if old.TenantID.ID != p.TenantID {
 			return nil, ErrPermissionDenied
 		}
+		if err := staleVersion("Customer", in.Version, old.Version); err != nil {
+			return nil, err
+		}
 		c.CreatedTime, c.Version = old.CreatedTime, old.Version+1
 		c.TenantID = old.TenantID
 		// Over the version read: a customer deleted meanwhile is not brought back.

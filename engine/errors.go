@@ -48,6 +48,16 @@ var (
 )
 
 // notFound turns storage.ErrNotFound into ErrNotFound and passes other errors on.
+// staleVersion is ThingsBoard's optimistic lock (EntityVersionMismatchException):
+// a version the client sends must be the stored one, or the save is 409. No
+// version (0) saves over whatever is stored.
+func staleVersion(what string, given, stored int64) error {
+	if given != 0 && given != stored {
+		return &Error{Code: CodeVersionConflict, Msg: what + " was already changed by someone else"}
+	}
+	return nil
+}
+
 func notFound(err error) error {
 	if errors.Is(err, storage.ErrNotFound) {
 		return ErrNotFound

@@ -24,6 +24,9 @@ func (e *Engine) SaveTenant(ctx context.Context, p *Principal, in *Tenant) (*Ten
 		if err != nil {
 			return nil, notFound(err)
 		}
+		if err := staleVersion("Tenant", in.Version, old.Version); err != nil {
+			return nil, err
+		}
 		t := *in
 		t.CreatedTime, t.Version = old.CreatedTime, old.Version+1
 		// Over the version read: a tenant deleted meanwhile is not brought

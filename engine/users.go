@@ -43,6 +43,9 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 		if !canManageUser(p, old) {
 			return nil, ErrPermissionDenied
 		}
+		if err := staleVersion("User", in.Version, old.Version); err != nil {
+			return nil, err
+		}
 		u := *old
 		u.Email, u.FirstName, u.LastName, u.Phone, u.AdditionalInfo = in.Email, in.FirstName, in.LastName, in.Phone, in.AdditionalInfo
 		u.Version++
