@@ -89,6 +89,9 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 				return nil, err
 			}
 		}
+		if err := e.checkDeviceOtaKept(ctx, d, old); err != nil {
+			return nil, err
+		}
 		if err := e.evictDevice(ctx, d.ID.ID); err != nil {
 			return nil, err
 		}
@@ -127,6 +130,9 @@ func (e *Engine) createDevice(ctx context.Context, tenant uuid.UUID, in *Device,
 	if err := e.checkDeviceProfileKept(ctx, d, nil); err != nil {
 		return nil, err
 	}
+	if err := e.checkDeviceOtaKept(ctx, d, nil); err != nil {
+		return nil, err
+	}
 	// The device is written first so that a crash leaves a device without a token
 	// (repaired by SaveDeviceCredentials), never a token without a device.
 	c, err := e.createCredentials(ctx, tenant, d.ID.ID, accessToken)
@@ -162,7 +168,11 @@ func (e *Engine) deviceFrom(ctx context.Context, tenant uuid.UUID, in *Device, o
 		return nil, err
 	}
 	d.DeviceProfileID, d.Type = prof.ID, prof.Name
-	if err := e.checkOtaAssignment(ctx, tenant, prof.ID.ID, &d.FirmwareID, &d.SoftwareID); err != nil {
+	var oldFirmware, oldSoftware *EntityID
+	if old != nil {
+		oldFirmware, oldSoftware = old.FirmwareID, old.SoftwareID
+	}
+	if err := e.checkOtaAssignment(ctx, tenant, prof.ID.ID, &d.FirmwareID, &d.SoftwareID, oldFirmware, oldSoftware); err != nil {
 		return nil, err
 	}
 	if len(d.DeviceData) == 0 || string(d.DeviceData) == "null" {
@@ -180,24 +190,54 @@ func (e *Engine) checkDeviceProfileKept(ctx context.Context, d, old *Device) err
 	if err != nil || ok {
 		return err
 	}
+	return e.undoDeviceSave(ctx, d, old, errDeviceBadProfile, func(cur *Device) bool {
+		return cur.DeviceProfileID.ID == d.DeviceProfileID.ID
+	})
+}
+
+// checkDeviceOtaKept runs after device d was written over old (nil: a new
+// device). If a deletion of a package d has and old had not has begun
+// meanwhile (see DeleteOtaPackage), the write is taken back and the save
+// refused as if the package were gone.
+func (e *Engine) checkDeviceOtaKept(ctx context.Context, d, old *Device) error {
+	var oldFirmware, oldSoftware *EntityID
+	if old != nil {
+		oldFirmware, oldSoftware = old.FirmwareID, old.SoftwareID
+	}
+	typ, err := e.lostOta(ctx, d.FirmwareID, d.SoftwareID, oldFirmware, oldSoftware)
+	if err != nil || typ == "" {
+		return err
+	}
+	lost := otaIDOf(typ, d.FirmwareID, d.SoftwareID)
+	return e.undoDeviceSave(ctx, d, old, errOtaMissing(typ), func(cur *Device) bool {
+		return otaIDOf(typ, cur.FirmwareID, cur.SoftwareID) == lost
+	})
+}
+
+// undoDeviceSave takes back the write of device d over old (nil: a new
+// device) after a check that followed it failed, and returns fail: a new
+// device is deleted (it has no credentials yet); an updated one gets old's
+// profile and packages back (they were checked together), over whatever
+// version is stored now, for another write may have come after ours. When
+// that write already moved the device off what failed (holds is false), the
+// device is left as it is.
+func (e *Engine) undoDeviceSave(ctx context.Context, d, old *Device, fail error, holds func(cur *Device) bool) error {
 	if old == nil {
 		if err := e.deleteRecord(ctx, kindDevice, d.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return err
 		}
-		return errDeviceBadProfile
+		return fail
 	}
-	// Back to the previous profile (and the packages checked against it), over
-	// whatever version is stored now: another write may have come after ours.
 	for range maxReplaceTries {
 		cur, prev, err := loadRecord[Device](ctx, e, kindDevice, d.ID.ID)
 		if errors.Is(err, storage.ErrNotFound) {
-			return errDeviceBadProfile
+			return fail
 		}
 		if err != nil {
 			return err
 		}
-		if cur.DeviceProfileID.ID != d.DeviceProfileID.ID {
-			return errDeviceBadProfile // moved off it already
+		if !holds(cur) {
+			return fail // moved off it already
 		}
 		cur.DeviceProfileID, cur.Type = old.DeviceProfileID, old.Type
 		cur.FirmwareID, cur.SoftwareID = old.FirmwareID, old.SoftwareID
@@ -207,14 +247,14 @@ func (e *Engine) checkDeviceProfileKept(ctx context.Context, d, old *Device) err
 		case errors.Is(err, storage.ErrChanged):
 			continue
 		case errors.Is(err, storage.ErrNotFound):
-			return errDeviceBadProfile
+			return fail
 		case err != nil:
 			return err
 		}
 		if err := e.evictDevice(ctx, cur.ID.ID); err != nil {
 			return err
 		}
-		return errDeviceBadProfile
+		return fail
 	}
 	return errChangedMeanwhile
 }

@@ -67,9 +67,14 @@ type SaveOtaPackageInfoRequest struct {
 }
 
 // otaRecord is what is stored: the info and, once uploaded, the id of its bytes.
+// Deleting marks a package whose deletion is under way (see DeleteOtaPackage):
+// it can no longer be newly assigned, but until it is gone it is otherwise as
+// any other, read, listed and downloaded by users and devices alike, for the
+// deletion may yet be refused. The API never shows the field.
 type otaRecord struct {
 	OtaPackageInfo
-	DataID uuid.UUID `json:"dataId"`
+	DataID   uuid.UUID `json:"dataId"`
+	Deleting bool      `json:"deleting,omitempty"`
 }
 
 func (r *otaRecord) hasURL() bool   { return r.URL != nil && *r.URL != "" }
@@ -117,8 +122,9 @@ func (e *Engine) loadOta(ctx context.Context, tenant, id uuid.UUID) (*otaRecord,
 
 // updateOta reads a package of tenant, changes it and writes it over the
 // version read, again when another write came between: an info update and an
-// upload finishing at once both keep their change, and a package deleted
-// meanwhile stays deleted (ErrNotFound).
+// upload finishing at once both keep their change, a deletion mark set
+// meanwhile is kept, and a package deleted meanwhile stays deleted
+// (ErrNotFound).
 func (e *Engine) updateOta(ctx context.Context, tenant, id uuid.UUID, change func(*otaRecord) error) (*otaRecord, error) {
 	for range maxReplaceTries {
 		r, prev, err := loadRecord[otaRecord](ctx, e, kindOtaPackage, id)
@@ -431,15 +437,36 @@ var otaPages = pageSpec[*OtaPackageInfo]{
 // delete can be retried, and once more after it: an upload that claimed the
 // bytes in between finished over the info before it went (an upload finishing
 // after it finds the package gone and removes its bytes itself).
+//
+// Here there is no foreign key, and a device or profile saved while the
+// deletion looks at them could still be given the package: its save checked
+// the package before the deletion began and writes after the deletion listed.
+// So, as DeleteDeviceProfile, the deletion first marks the package (over the
+// version it read, so an upload or info update at the same time keeps the mark
+// and brings nothing back), then lists the devices and profiles. A save
+// refuses a marked package (checkOtaAssignment), and after its write reads the
+// package again and takes the write back if it is marked or gone
+// (checkDeviceOtaKept, checkProfileOtaKept). Either that second read comes
+// before the mark, and then the save's write came before the listing, which
+// sees it and refuses the deletion; or it comes after and sees the mark (or
+// no package): no device or profile is left with a deleted package.
+//
+// A package left marked (a crash between mark and delete) is finished, or
+// unmarked if in use, by the next deletion of it; until then only new
+// assignments of it are refused.
 func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUID) error {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return err
 	}
-	r, err := e.loadOta(ctx, p.TenantID, id)
+	r, err := e.markOtaDeleting(ctx, p.TenantID, id, true)
 	if err != nil {
 		return err
 	}
 	if err := e.checkOtaUnused(ctx, r); err != nil {
+		// Not deleted after all: it may be assigned again.
+		if _, uerr := e.markOtaDeleting(ctx, p.TenantID, id, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
+			return errors.Join(err, uerr)
+		}
 		return err
 	}
 	if err := e.deleteOtaData(ctx, id); err != nil {
@@ -449,6 +476,15 @@ func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUI
 		return notFound(err)
 	}
 	return e.deleteOtaData(ctx, id)
+}
+
+// markOtaDeleting sets or clears the deletion mark of a package of tenant,
+// over its latest version, and returns the package as written.
+func (e *Engine) markOtaDeleting(ctx context.Context, tenant, id uuid.UUID, deleting bool) (*otaRecord, error) {
+	return e.updateOta(ctx, tenant, id, func(r *otaRecord) error {
+		r.Deleting = deleting
+		return nil
+	})
 }
 
 // removeOtaPackages deletes every package of a tenant with its bytes (tenant

@@ -67,8 +67,13 @@ func (e *Engine) effectiveOta(ctx context.Context, d *Device, typ string) (uuid.
 // checkOtaAssignment validates the firmwareId and softwareId of a device or
 // profile of tenant about to be saved (AbstractHasOtaPackageValidator): each must
 // be a package of the tenant, of its type, with data, and of profileID when the
-// package names a profile. A null id means none.
-func (e *Engine) checkOtaAssignment(ctx context.Context, tenant, profileID uuid.UUID, firmware, software **EntityID) error {
+// package names a profile. A null id means none. oldFirmware and oldSoftware
+// are those of the version saved over (nil for a new one): a package whose
+// deletion is under way counts as missing unless it is one of them, for
+// keeping a package is no new assignment (the deletion's listing sees the
+// device or profile either way) and a mark left by a crash should not block
+// every save of the devices that have the package.
+func (e *Engine) checkOtaAssignment(ctx context.Context, tenant, profileID uuid.UUID, firmware, software **EntityID, oldFirmware, oldSoftware *EntityID) error {
 	for _, a := range []struct {
 		typ string
 		id  **EntityID
@@ -80,11 +85,13 @@ func (e *Engine) checkOtaAssignment(ctx context.Context, tenant, profileID uuid.
 		name := otaPrefixName(a.typ)
 		r, err := getRecord[otaRecord](ctx, e, kindOtaPackage, (*a.id).ID)
 		if errors.Is(err, storage.ErrNotFound) {
-			return Errorf(CodeBadRequestParams, "Can't assign non-existent %s!", name)
+			return errOtaMissing(a.typ)
 		}
 		switch {
 		case err != nil:
 			return err
+		case r.Deleting && r.ID.ID != otaIDOf(a.typ, oldFirmware, oldSoftware):
+			return errOtaMissing(a.typ) // see DeleteOtaPackage
 		case r.TenantID.ID != tenant:
 			return Errorf(CodeBadRequestParams, "Can't assign %s from different tenant!", name)
 		case r.Type != a.typ:
@@ -97,6 +104,33 @@ func (e *Engine) checkOtaAssignment(ctx context.Context, tenant, profileID uuid.
 		*a.id = &r.ID
 	}
 	return nil
+}
+
+// errOtaMissing is the answer to an assignment of a package of type typ that
+// does not exist, or whose deletion is under way.
+func errOtaMissing(typ string) error {
+	return Errorf(CodeBadRequestParams, "Can't assign non-existent %s!", otaPrefixName(typ))
+}
+
+// lostOta runs after a device or profile was written with packages firmware
+// and software over a version with oldFirmware and oldSoftware (nil: a new
+// one). It returns the type of a package newly assigned whose deletion has
+// begun meanwhile, or which is gone (see DeleteOtaPackage); "" if none.
+func (e *Engine) lostOta(ctx context.Context, firmware, software, oldFirmware, oldSoftware *EntityID) (string, error) {
+	for _, typ := range []string{OtaFirmware, OtaSoftware} {
+		id := otaIDOf(typ, firmware, software)
+		if id == uuid.Nil || id == otaIDOf(typ, oldFirmware, oldSoftware) {
+			continue
+		}
+		r, err := getRecord[otaRecord](ctx, e, kindOtaPackage, id)
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && r.Deleting) {
+			return typ, nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 func otaPrefixName(typ string) string {
@@ -233,7 +267,9 @@ func (e *Engine) sendOta(ctx context.Context, d *Device, r *otaRecord) error {
 // checkProfileOta validates the packages of a profile about to be saved and
 // returns its stored version (nil for a new profile) for otaProfileSaved.
 func (e *Engine) checkProfileOta(ctx context.Context, dp *DeviceProfile) (*DeviceProfile, error) {
-	if err := e.checkOtaAssignment(ctx, dp.TenantID.ID, dp.ID.ID, &dp.FirmwareID, &dp.SoftwareID); err != nil {
+	// Only new profiles come here (updateProfile checks its own): no package
+	// is kept, so none marked for deletion may be given.
+	if err := e.checkOtaAssignment(ctx, dp.TenantID.ID, dp.ID.ID, &dp.FirmwareID, &dp.SoftwareID, nil, nil); err != nil {
 		return nil, err
 	}
 	prev, err := getRecord[DeviceProfile](ctx, e, kindProfile, dp.ID.ID)

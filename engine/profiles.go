@@ -385,6 +385,9 @@ func (e *Engine) SaveDeviceProfile(ctx context.Context, p *Principal, in *Device
 	if err := e.putProfile(ctx, &dp); err != nil {
 		return nil, err
 	}
+	if err := e.checkProfileOtaKept(ctx, p, &dp, nil); err != nil {
+		return nil, err
+	}
 	return &dp, nil
 }
 
@@ -418,7 +421,7 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 		// moves it); asking for default while another is is 400 as ThingsBoard.
 		dp.CreatedTime, dp.Version, dp.Default = old.CreatedTime, old.Version+1, old.Default || in.Default
 		fillProfileDefaults(&dp)
-		if err := e.checkOtaAssignment(ctx, dp.TenantID.ID, dp.ID.ID, &dp.FirmwareID, &dp.SoftwareID); err != nil {
+		if err := e.checkOtaAssignment(ctx, dp.TenantID.ID, dp.ID.ID, &dp.FirmwareID, &dp.SoftwareID, old.FirmwareID, old.SoftwareID); err != nil {
 			return nil, err
 		}
 		// Devices are made for their profile's type and transport (ThingsBoard's
@@ -449,9 +452,71 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 				return nil, err
 			}
 		}
+		// After the renaming: a refused save takes back only its packages,
+		// and the devices' type must follow the name it keeps.
+		if err := e.checkProfileOtaKept(ctx, p, &dp, &old); err != nil {
+			return nil, err
+		}
 		return &dp, e.otaProfileSaved(ctx, &old, &dp) // devices without their own package follow the profile's
 	}
 	return nil, errChangedMeanwhile
+}
+
+// checkProfileOtaKept runs after profile dp of p's tenant was written over
+// old (nil: a new profile). If a deletion of a package dp has and old had not
+// has begun meanwhile (see DeleteOtaPackage), the write is taken back as
+// checkDeviceOtaKept does for a device and the save refused as if the package
+// were gone: an updated profile gets old's packages back over its latest
+// version (unless another write already changed the one that failed); a new
+// one is deleted as DeleteDeviceProfile deletes, for a device may have been
+// put on it already, or if that is refused (the default, or in use) keeps no
+// package.
+func (e *Engine) checkProfileOtaKept(ctx context.Context, p *Principal, dp, old *DeviceProfile) error {
+	var oldFirmware, oldSoftware *EntityID
+	if old != nil {
+		oldFirmware, oldSoftware = old.FirmwareID, old.SoftwareID
+	}
+	typ, err := e.lostOta(ctx, dp.FirmwareID, dp.SoftwareID, oldFirmware, oldSoftware)
+	if err != nil || typ == "" {
+		return err
+	}
+	fail := errOtaMissing(typ)
+	if old == nil {
+		err := e.DeleteDeviceProfile(ctx, p, dp.ID.ID)
+		switch {
+		case err == nil, errors.Is(err, ErrNotFound):
+			return fail
+		case !errors.Is(err, errProfileInUse) && !errors.Is(err, errProfileDelDefault):
+			return errors.Join(fail, err)
+		}
+		old = &DeviceProfile{}
+	}
+	lost := otaIDOf(typ, dp.FirmwareID, dp.SoftwareID)
+	for range maxReplaceTries {
+		rec, prev, err := e.loadProfile(ctx, dp.ID.ID)
+		if errors.Is(err, storage.ErrNotFound) {
+			return fail
+		}
+		if err != nil {
+			return err
+		}
+		if otaIDOf(typ, rec.FirmwareID, rec.SoftwareID) != lost {
+			return fail // changed already
+		}
+		rec.FirmwareID, rec.SoftwareID = old.FirmwareID, old.SoftwareID
+		rec.Version++
+		err = e.writeProfile(ctx, rec, &prev)
+		switch {
+		case errors.Is(err, storage.ErrChanged):
+			continue
+		case errors.Is(err, storage.ErrNotFound):
+			return fail
+		case err != nil:
+			return err
+		}
+		return fail
+	}
+	return errChangedMeanwhile
 }
 
 // fillProfileDefaults gives the fields a client may leave out ThingsBoard's defaults.
