@@ -138,9 +138,11 @@ func TestBinarySIGTERMAndBadConfig(t *testing.T) {
 	port := freePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	p := startBinary(t, url, "HTTP_BIND_ADDRESS=127.0.0.1", fmt.Sprintf("HTTP_BIND_PORT=%d", port), "SLUICE_DATA_DIR="+t.TempDir())
-	if !strings.Contains(p.stderr.String(), "password") {
-		t.Fatalf("first start without demo must print the generated sysadmin password:\n%s", p.stderr)
-	}
+	// main prints it once the node is up, so just after /healthz answers it
+	// may not be there yet.
+	eventually(t, 10*time.Second, "the generated sysadmin password printed on a first start without demo", func() bool {
+		return strings.Contains(p.stderr.String(), "password")
+	})
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.exited:
