@@ -481,7 +481,7 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 // returns ErrSpoolFull when the spool is Full, and storage.ErrUnavailable after
 // Close.
 func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
-	_, err := s.write(rows, false)
+	_, err := s.write(rows, false, 0)
 	return err
 }
 
@@ -492,7 +492,36 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 // left behind when it stopped, or written while a lane holds maxPending verdicts
 // already, go as Write's do.
 func (s *Spool) WritePending(_ context.Context, rows []storage.Row) (Pending, error) {
-	return s.write(rows, true)
+	return s.write(rows, true, 0)
+}
+
+// WritePendingAt is WritePending with the rows' versions taken from base on,
+// as RowVersions numbers them: the caller knows them before the write, and the
+// latest store can tell them from a delete's (Spooled.Write).
+func (s *Spool) WritePendingAt(_ context.Context, rows []storage.Row, base uint64) (Pending, error) {
+	return s.write(rows, true, base)
+}
+
+// RowVersions is the version each of rows gets in a write from base: a lane's
+// rows are one record (or consecutive ones) whose rows count up from its
+// version, and the lanes follow one another in order.
+func (s *Spool) RowVersions(rows []storage.Row, base uint64) []uint64 {
+	vers := make([]uint64, len(rows))
+	_, byLane := s.split(rows, nil)
+	if byLane == nil {
+		for i := range vers {
+			vers[i] = base + uint64(i)
+		}
+		return vers
+	}
+	next := base
+	for _, idx := range byLane {
+		for _, i := range idx {
+			vers[i] = next
+			next++
+		}
+	}
+	return vers
 }
 
 // Resolve gives the verdict on the records of a WritePending: repeats lists the
@@ -539,7 +568,7 @@ type part struct {
 	crc        uint32
 }
 
-func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
+func (s *Spool) write(rows []storage.Row, pending bool, base uint64) (Pending, error) {
 	var p Pending
 	if len(rows) == 0 {
 		return p, nil
@@ -560,6 +589,17 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 	buf := sc.buf[:0]
 	var partsArr [8]part
 	parts := partsArr[:0]
+	// The rows' versions: they were acknowledged no earlier than now. From
+	// base, they count up lane by lane as RowVersions says.
+	next := base
+	take := func(n int) uint64 {
+		if base == 0 {
+			return version.Reserve(n)
+		}
+		v := next
+		next += uint64(n)
+		return v
+	}
 	var add func(lane int, idx []int32)
 	add = func(lane int, idx []int32) {
 		start := len(buf)
@@ -567,12 +607,15 @@ func (s *Spool) write(rows []storage.Row, pending bool) (Pending, error) {
 		if idx != nil {
 			n = len(idx)
 		}
-		// The rows' versions: they were acknowledged no earlier than now.
-		buf = sc.enc.append(append(buf, make([]byte, recHeaderLen)...), rows, idx, version.Reserve(n))
+		ver := take(n)
+		buf = sc.enc.append(append(buf, make([]byte, recHeaderLen)...), rows, idx, ver)
 		if len(buf)-start-recHeaderLen > maxRecordPayload && n > 1 {
 			// A header holds a 32-bit length: a lane's rows of a huge group
 			// commit go in two records (or more), in order.
 			buf = buf[:start]
+			if base != 0 {
+				next = ver // the halves take these versions again
+			}
 			if idx == nil {
 				idx = make([]int32, n)
 				for i := range idx {

@@ -1505,3 +1505,44 @@ func TestSpoolRepeatsAfterLostAnswer(t *testing.T) {
 		t.Fatalf("%d rows delivered, %d distinct; want each of 100 twice", len(sink.rows), len(seen))
 	}
 }
+
+// TestSpoolRowVersions: WritePendingAt gives each row the version RowVersions
+// says, lanes and all, so the latest store can compare them with a delete's.
+func TestSpoolRowVersions(t *testing.T) {
+	sink := newMemSink()
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), Shards: 4, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var rows []storage.Row
+	for d := range 6 {
+		rows = append(rows, testRows(uuid.New(), d*100, 5)...)
+	}
+	const base = 1_000_000
+	want := map[string]uint64{}
+	for i, v := range s.RowVersions(rows, base) {
+		want[rows[i].EntityID.String()+fmt.Sprint(rows[i].Ts)] = v
+	}
+	p, err := s.WritePendingAt(context.Background(), rows, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Resolve(p, nil, true)
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.rows) != len(rows) {
+		t.Fatalf("%d rows delivered, want %d", len(sink.rows), len(rows))
+	}
+	seen := map[uint64]bool{}
+	for i, r := range sink.rows {
+		k := r.EntityID.String() + fmt.Sprint(r.Ts)
+		if sink.vers[i] != want[k] || seen[sink.vers[i]] || sink.vers[i] < base || sink.vers[i] >= base+uint64(len(rows)) {
+			t.Fatalf("row %s delivered with version %d, RowVersions said %d", k, sink.vers[i], want[k])
+		}
+		seen[sink.vers[i]] = true
+	}
+}

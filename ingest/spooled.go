@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/internal/version"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -16,18 +17,21 @@ import (
 // (Redis in production), so it is visible as soon as a write is acknowledged.
 type LatestStore interface {
 	// UpdateLatest makes each row the latest value unless a newer ts is stored;
-	// on equal ts the later write wins. It returns the entities whose rows may
-	// repeat points written before (a ts not newer than the stored one, or one ts
-	// twice in rows); the other rows are new points.
-	UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UUID, error)
+	// on equal ts the later write wins. vers are the rows' history versions (nil:
+	// none): a row older than a delete of its key that covers its ts is hidden
+	// in history, so it does not become the latest value either. It returns the
+	// entities whose rows may repeat points written before (a ts not newer than
+	// the stored one, or one ts twice in rows); the other rows are new points.
+	UpdateLatest(ctx context.Context, rows []storage.Row, vers []uint64) ([]uuid.UUID, error)
 	LatestValues(ctx context.Context, entityID uuid.UUID, keys []string) ([]kv.Entry, error)
 	LatestKeys(ctx context.Context, entityID uuid.UUID) ([]string, error)
 	// DeleteLatest removes keys; nil removes every key of the entity.
 	DeleteLatest(ctx context.Context, entityID uuid.UUID, keys []string) error
 	// DeleteLatestIn removes those of keys whose latest ts lies in [startTs,
 	// endTs), as one step per entity (a newer value written meanwhile stays),
-	// and returns them.
-	DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64) ([]string, error)
+	// and returns them. ver is the delete's version: for a while, an
+	// UpdateLatest of an older row in the range, still in flight, is ignored.
+	DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64, ver uint64) ([]string, error)
 }
 
 // HistoryStore is the slow, large history store behind the spool (ClickHouse).
@@ -73,12 +77,18 @@ func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 		repeats []uuid.UUID
 		err     error
 	}
+	// The versions are taken first, so that the latest store can tell these
+	// rows from a delete racing them as history will (a delete hides the rows
+	// older than it): otherwise a row the delete hides in history could still
+	// become the latest value.
+	base := version.Reserve(len(rows))
+	vers := t.Spool.RowVersions(rows, base)
 	latest := make(chan answer, 1)
 	go func() {
-		r, err := t.LatestStore.UpdateLatest(ctx, rows)
+		r, err := t.LatestStore.UpdateLatest(ctx, rows, vers)
 		latest <- answer{r, err}
 	}()
-	p, err := t.Spool.WritePending(ctx, rows)
+	p, err := t.Spool.WritePendingAt(ctx, rows, base)
 	a := <-latest
 	if err == nil {
 		t.Spool.Resolve(p, a.repeats, a.err != nil)
@@ -114,13 +124,16 @@ func (t *Spooled) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error
 			return err
 		}
 	}
+	if q.Version == 0 {
+		q.Version = version.Reserve(1) // the tombstone's, which the latest store is told too
+	}
 	if err := t.History.DeleteSeries(ctx, q); err != nil {
 		return err
 	}
 	if !q.DeleteLatest {
 		return nil
 	}
-	gone, err := t.LatestStore.DeleteLatestIn(ctx, q.EntityID, q.Keys, q.StartTs, q.EndTs)
+	gone, err := t.LatestStore.DeleteLatestIn(ctx, q.EntityID, q.Keys, q.StartTs, q.EndTs, q.Version)
 	if err != nil || !q.RewriteLatest {
 		return err
 	}
@@ -132,7 +145,7 @@ func (t *Spooled) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error
 		}
 		if len(rest) == 1 {
 			row := storage.Row{EntityID: q.EntityID, Entry: rest[0]}
-			if _, err := t.LatestStore.UpdateLatest(ctx, []storage.Row{row}); err != nil {
+			if _, err := t.LatestStore.UpdateLatest(ctx, []storage.Row{row}, nil); err != nil {
 				return err
 			}
 		}

@@ -22,7 +22,7 @@ type memLatest struct {
 	repeats []uuid.UUID // what UpdateLatest answers
 }
 
-func (m *memLatest) UpdateLatest(_ context.Context, rows []storage.Row) ([]uuid.UUID, error) {
+func (m *memLatest) UpdateLatest(_ context.Context, rows []storage.Row, vers []uint64) ([]uuid.UUID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.err != nil {
@@ -39,7 +39,7 @@ func (m *memLatest) LatestValues(context.Context, uuid.UUID, []string) ([]kv.Ent
 }
 func (m *memLatest) LatestKeys(context.Context, uuid.UUID) ([]string, error) { return nil, nil }
 func (m *memLatest) DeleteLatest(context.Context, uuid.UUID, []string) error { return nil }
-func (m *memLatest) DeleteLatestIn(context.Context, uuid.UUID, []string, int64, int64) ([]string, error) {
+func (m *memLatest) DeleteLatestIn(context.Context, uuid.UUID, []string, int64, int64, uint64) ([]string, error) {
 	return nil, nil
 }
 

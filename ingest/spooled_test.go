@@ -178,3 +178,63 @@ func TestSpooledVersions(t *testing.T) {
 		t.Fatalf("latest %s, want the newer 400=4", got)
 	}
 }
+
+// heldLatest holds UpdateLatest until released: a latest-store round trip
+// slower than a delete on another node.
+type heldLatest struct {
+	ingest.LatestStore
+	started, release chan struct{}
+}
+
+func (h *heldLatest) UpdateLatest(ctx context.Context, rows []storage.Row, vers []uint64) ([]uuid.UUID, error) {
+	close(h.started)
+	<-h.release
+	return h.LatestStore.UpdateLatest(ctx, rows, vers)
+}
+
+// TestSpooledWriteRacingDelete: a write whose versions were taken before a
+// delete of its key, and whose latest value lands after the delete, is hidden
+// in history by the delete's tombstone and must not be the latest value
+// either. Before, it was acknowledged, shown as latest and missing in history
+// for good.
+func TestSpooledWriteRacingDelete(t *testing.T) {
+	testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
+	ctx := context.Background()
+	ch, rs := openStores(t)
+	t.Cleanup(func() { ch.Drop(ctx); rs.Drop(ctx); rs.Close(); ch.Close() })
+	spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spool.Close(ctx) })
+	held := &heldLatest{LatestStore: rs, started: make(chan struct{}), release: make(chan struct{})}
+	writer := &ingest.Spooled{Spool: spool, History: ch, LatestStore: held}
+	other := &ingest.Spooled{Spool: spool, History: ch, LatestStore: rs}
+	dev := uuid.New()
+	row := storage.Row{TenantID: uuid.New(), EntityID: dev, Entry: kv.Entry{Ts: 1000, Key: "t", Value: kv.LongValue(42)}}
+	done := make(chan error, 1)
+	go func() { done <- writer.Write(ctx, []storage.Row{row}) }()
+	<-held.started // the write's versions are taken
+	if err := other.DeleteSeries(ctx, storage.DeleteQuery{EntityID: dev, Keys: []string{"t"},
+		StartTs: 0, EndTs: 2000, DeleteLatest: true}); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := spool.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := other.Latest(ctx, dev, []string{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := other.Read(ctx, storage.ReadQuery{EntityID: dev, Key: "t", StartTs: 0, EndTs: 2000, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(latest) != 0 || len(hist) != 0 {
+		t.Fatalf("after a write racing a delete: latest %v, history %v; want neither", latest, hist)
+	}
+}

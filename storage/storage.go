@@ -104,6 +104,10 @@ type DeleteQuery struct {
 	EndTs         int64
 	DeleteLatest  bool
 	RewriteLatest bool
+	// Version, when set, is the delete's version (internal/version) for back
+	// ends that keep one: rows with an older one are hidden. Zero: the back end
+	// takes one.
+	Version uint64
 }
 
 // Telemetry stores time series: history and the latest value of each key.

@@ -37,7 +37,10 @@ func (s *Store) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
 			inRange[e.Key] = e.Ts >= q.StartTs && e.Ts < q.EndTs
 		}
 	}
-	ver := version.Reserve(1)
+	ver := q.Version
+	if ver == 0 {
+		ver = version.Reserve(1)
+	}
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("telemetry_deletes")+
 		" (entity_id, key, all_keys, start_ts, end_ts, ver, latest)")
 	if err != nil {

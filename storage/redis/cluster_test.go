@@ -87,7 +87,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 		rows = append(rows, storage.Row{EntityID: entities[i], Entry: kv.Entry{Ts: 1, Key: "t", Value: kv.LongValue(int64(i))}})
 	}
-	if _, err := s.UpdateLatest(ctx, rows); err != nil {
+	if _, err := s.UpdateLatest(ctx, rows, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i, e := range entities {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
@@ -22,32 +23,48 @@ import (
 // value = encodeValue (type, ts, payload).
 
 // updateLatestScript sets each field only when its ts is not older than the stored
-// one (equal ts: the later write wins). ARGV holds key, ts, value, least-ts
-// quadruples: ts and value are the newest row of the key in the write, least-ts
-// its oldest ts. It returns 1 when some key's oldest ts is not newer than the
-// stored one: that write may repeat a point written before (see UpdateLatest).
-// Redis Lua numbers are doubles: timestamps are exact up to 2^53 ms.
+// one (equal ts: the later write wins). ARGV holds key, ts, value, least-ts,
+// version quintuples: ts and value are the newest row of the key in the write,
+// least-ts its oldest ts, version its history version (20 digits, or empty).
+// A row older than a recent delete of its key whose range holds its ts (KEYS[2],
+// deleteLatestInScript) is not set: history hides it. It returns 1 when some
+// key's oldest ts is not newer than the stored one: that write may repeat a
+// point written before (see UpdateLatest). Redis Lua numbers are doubles:
+// timestamps are exact up to 2^53 ms; versions compare as equal-length text.
 var updateLatestScript = goredis.NewScript(`
 local repeats = 0
-for i = 1, #ARGV, 4 do
+local marked = redis.call('EXISTS', KEYS[2]) == 1
+for i = 1, #ARGV, 5 do
+  local ts = tonumber(ARGV[i+1])
+  local hidden = false
+  if marked and ARGV[i+4] ~= '' then
+    local m = redis.call('HGET', KEYS[2], ARGV[i])
+    if m then
+      local ver, from, to = string.match(m, '^(%d+)|(-?%d+)|(-?%d+)$')
+      hidden = ver ~= nil and ARGV[i+4] < ver and ts >= tonumber(from) and ts < tonumber(to)
+    end
+  end
   local old = redis.call('HGET', KEYS[1], ARGV[i])
   local oldTs = old and struct.unpack('>i8', old, 2)
   if old and tonumber(ARGV[i+3]) <= oldTs then
     repeats = 1
   end
-  if (not old) or tonumber(ARGV[i+1]) >= oldTs then
+  if not hidden and ((not old) or ts >= oldTs) then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+2])
   end
 end
 return repeats`)
 
-// deleteLatestInScript removes each field of ARGV[3..] whose ts lies in
+// deleteLatestInScript removes each field of ARGV[5..] whose ts lies in
 // [ARGV[1], ARGV[2]) and returns those it removed: read and delete in one step,
-// so a newer value another node writes meanwhile is not deleted with them.
+// so a newer value another node writes meanwhile is not deleted with them. With
+// a version (ARGV[3], 20 digits, or empty) it also leaves, for ARGV[4] ms, a
+// mark per key in KEYS[2]: a write older than the delete but still in flight
+// (its row hidden in history) must not make its value the latest afterwards.
 var deleteLatestInScript = goredis.NewScript(`
 local gone = {}
 local from, to = tonumber(ARGV[1]), tonumber(ARGV[2])
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   local old = redis.call('HGET', KEYS[1], ARGV[i])
   if old then
     local ts = struct.unpack('>i8', old, 2)
@@ -56,10 +73,34 @@ for i = 3, #ARGV do
       gone[#gone + 1] = ARGV[i]
     end
   end
+  if ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[3] .. '|' .. ARGV[1] .. '|' .. ARGV[2])
+  end
+end
+if ARGV[3] ~= '' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
 return gone`)
 
+// deleteMarkTTL is how long a delete's marks stay: far longer than a write is
+// in flight between its versions and its latest values (a spool fsync and a
+// Redis round trip, bounded by the request's lifetime).
+const deleteMarkTTL = 10 * time.Minute
+
 func (s *Store) latestKey(entity uuid.UUID) string { return s.prefix + "{l:" + entity.String() + "}" }
+
+// markKey holds an entity's recent deletes of latest values, in the latest
+// hash's cluster slot.
+func (s *Store) markKey(entity uuid.UUID) string { return s.prefix + "{l:" + entity.String() + "}d" }
+
+// versionArg is a history version as the scripts compare it: 20 digits, so
+// that text order is number order; 0 (none) is empty.
+func versionArg(v uint64) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%020d", v)
+}
 
 // UpdateLatest makes each row the latest value of its (entity, key) unless a newer
 // one is stored. Rows of many entities go in one pipeline, one script per entity.
@@ -70,7 +111,7 @@ func (s *Store) latestKey(entity uuid.UUID) string { return s.prefix + "{l:" + e
 // never written before, which is what lets ClickHouse reports read them without
 // FINAL (storage/clickhouse WriteHistory). The check is atomic per entity, so of
 // two nodes writing the same point at once one sees the other's.
-func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UUID, error) {
+func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row, vers []uint64) ([]uuid.UUID, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
@@ -105,12 +146,16 @@ func (s *Store) UpdateLatest(ctx context.Context, rows []storage.Row) ([]uuid.UU
 	args := make(map[uuid.UUID][]any)
 	for _, sp := range b.list {
 		r := &rows[sp.newest]
-		args[r.EntityID] = append(args[r.EntityID], r.Key, strconv.FormatInt(r.Ts, 10), encodeValue(r.Entry), strconv.FormatInt(sp.least, 10))
+		ver := ""
+		if vers != nil {
+			ver = versionArg(vers[sp.newest])
+		}
+		args[r.EntityID] = append(args[r.EntityID], r.Key, strconv.FormatInt(r.Ts, 10), encodeValue(r.Entry), strconv.FormatInt(sp.least, 10), ver)
 	}
 	results := make(map[uuid.UUID]*goredis.Cmd, len(args))
 	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for e, a := range args {
-			results[e] = updateLatestScript.Eval(ctx, p, []string{s.latestKey(e)}, a...)
+			results[e] = updateLatestScript.Eval(ctx, p, []string{s.latestKey(e), s.markKey(e)}, a...)
 		}
 		return nil
 	})
@@ -197,19 +242,20 @@ func (s *Store) LatestKeys(ctx context.Context, entityID uuid.UUID) ([]string, e
 // DeleteLatestIn removes the latest values of those of keys whose ts lies in
 // [startTs, endTs) and returns their keys, in one step per entity. Timestamps
 // compare as Lua doubles: exact up to 2^53 ms.
-func (s *Store) DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64) ([]string, error) {
+func (s *Store) DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64, ver uint64) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	if len(keys) == 0 || endTs <= startTs {
 		return nil, nil
 	}
-	args := make([]any, 0, 2+len(keys))
-	args = append(args, strconv.FormatInt(startTs, 10), strconv.FormatInt(endTs, 10))
+	args := make([]any, 0, 4+len(keys))
+	args = append(args, strconv.FormatInt(startTs, 10), strconv.FormatInt(endTs, 10), versionArg(ver),
+		strconv.FormatInt(deleteMarkTTL.Milliseconds(), 10))
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	gone, err := deleteLatestInScript.Run(ctx, s.rdb, []string{s.latestKey(entityID)}, args...).StringSlice()
+	gone, err := deleteLatestInScript.Run(ctx, s.rdb, []string{s.latestKey(entityID), s.markKey(entityID)}, args...).StringSlice()
 	if err != nil {
 		return nil, fail(fmt.Sprintf("delete latest values of %s", entityID), err)
 	}

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -35,7 +36,7 @@ func testLatest(t *testing.T, s *Store) {
 	// repeats is the entities UpdateLatest says may repeat earlier points, as text.
 	repeats := func(rows ...storage.Row) string {
 		t.Helper()
-		r, err := s.UpdateLatest(ctx, rows)
+		r, err := s.UpdateLatest(ctx, rows, nil)
 		must(err)
 		return fmt.Sprint(r)
 	}
@@ -91,6 +92,8 @@ func testLatest(t *testing.T, s *Store) {
 
 func TestDeleteLatestIn(t *testing.T)        { testDeleteLatestIn(t, openTest(t)) }
 func TestClusterDeleteLatestIn(t *testing.T) { testDeleteLatestIn(t, openClusterTest(t)) }
+func TestDeleteMarks(t *testing.T)           { testDeleteMarks(t, openTest(t)) }
+func TestClusterDeleteMarks(t *testing.T)    { testDeleteMarks(t, openClusterTest(t)) }
 
 // testDeleteLatestIn: only the keys whose latest ts lies in [start, end) go, and
 // they are what it returns; keys outside it, missing keys and other entities stay.
@@ -103,10 +106,10 @@ func testDeleteLatestIn(t *testing.T, s *Store) {
 		{EntityID: a, Entry: kv.Entry{Ts: -5, Key: "before", Value: kv.LongValue(3)}},
 		{EntityID: b, Entry: kv.Entry{Ts: 100, Key: "in", Value: kv.LongValue(4)}},
 	}
-	if _, err := s.UpdateLatest(ctx, rows); err != nil {
+	if _, err := s.UpdateLatest(ctx, rows, nil); err != nil {
 		t.Fatal(err)
 	}
-	gone, err := s.DeleteLatestIn(ctx, a, []string{"in", "end", "before", "missing"}, 0, 300)
+	gone, err := s.DeleteLatestIn(ctx, a, []string{"in", "end", "before", "missing"}, 0, 300, 0)
 	if err != nil || fmt.Sprint(gone) != "[in]" {
 		t.Fatalf("deleted %v, %v; want [in]", gone, err)
 	}
@@ -117,7 +120,61 @@ func testDeleteLatestIn(t *testing.T, s *Store) {
 	if other, _ := s.LatestKeys(ctx, b); fmt.Sprint(other) != "[in]" {
 		t.Fatalf("another entity's keys: %v", other)
 	}
-	if gone, err := s.DeleteLatestIn(ctx, a, []string{"end"}, 300, 300); err != nil || len(gone) != 0 {
+	if gone, err := s.DeleteLatestIn(ctx, a, []string{"end"}, 300, 300, 0); err != nil || len(gone) != 0 {
 		t.Fatalf("empty range: %v %v", gone, err)
+	}
+}
+
+// testDeleteMarks: a row older than a delete of its key whose range holds its
+// ts, written after the delete (a write in flight when it ran), does not
+// become the latest value, for history hides it; a newer row, one outside the
+// range, another key's and one without a version do.
+func testDeleteMarks(t *testing.T, s *Store) {
+	ctx := context.Background()
+	a := uuid.New()
+	const del = uint64(2_000_000_000_000_000_000)
+	if _, err := s.DeleteLatestIn(ctx, a, []string{"k"}, 0, 1000, del); err != nil {
+		t.Fatal(err)
+	}
+	row := func(key string, ts int64) []storage.Row {
+		return []storage.Row{{EntityID: a, Entry: kv.Entry{Ts: ts, Key: key, Value: kv.LongValue(ts)}}}
+	}
+	latest := func(key string) string {
+		t.Helper()
+		got, err := s.LatestValues(ctx, a, []string{key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got)
+	}
+	if _, err := s.UpdateLatest(ctx, row("k", 500), []uint64{del - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := latest("k"); got != "[]" {
+		t.Fatalf("a row the delete hides became the latest value: %s", got)
+	}
+	for _, c := range []struct {
+		key string
+		ts  int64
+		ver uint64
+	}{{"k", 600, del + 1}, {"k", 1500, del - 1}, {"other", 500, del - 1}} {
+		if _, err := s.UpdateLatest(ctx, row(c.key, c.ts), []uint64{c.ver}); err != nil {
+			t.Fatal(err)
+		}
+		if got := latest(c.key); !strings.Contains(got, fmt.Sprint(c.ts)) {
+			t.Fatalf("%s at %d (version %d) is not the latest value: %s", c.key, c.ts, c.ver, got)
+		}
+	}
+	if _, err := s.DeleteLatestIn(ctx, a, []string{"k"}, 0, 2000, del+10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateLatest(ctx, row("k", 700), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := latest("k"); !strings.Contains(got, "700") {
+		t.Fatalf("a row without a version (a rewrite from history) was held back: %s", got)
+	}
+	if ttl := s.rdb.PTTL(ctx, s.markKey(a)).Val(); ttl <= 0 || ttl > deleteMarkTTL {
+		t.Fatalf("the marks expire in %v", ttl)
 	}
 }
