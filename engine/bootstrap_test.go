@@ -2,22 +2,15 @@ package engine
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
 func TestBootstrapIdempotent(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	ctx := context.Background()
 	e := New(db, Config{BcryptCost: bcrypt.MinCost})
 
@@ -81,11 +74,7 @@ func TestBootstrapIdempotent(t *testing.T) {
 }
 
 func TestBootstrapGeneratedPassword(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	ctx := context.Background()
 	e := New(db, Config{BcryptCost: bcrypt.MinCost})
 
@@ -119,11 +108,7 @@ func TestBootstrapGeneratedPassword(t *testing.T) {
 // together on an empty store may each think they created the system
 // administrator; whichever password they print, it is the one that works.
 func TestBootstrapConcurrentNodes(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	ctx := context.Background()
 	cfg := Config{BcryptCost: bcrypt.MinCost, JWTSigningKey: []byte("shared-signing-key-0123456789abcdef")}
 	nodes := []*Engine{New(db, cfg), New(db, cfg), New(db, cfg)}
@@ -156,11 +141,7 @@ func TestBootstrapConcurrentNodes(t *testing.T) {
 }
 
 func TestBootstrapGivenPassword(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	ctx := context.Background()
 	e := New(db, Config{BcryptCost: bcrypt.MinCost})
 	res, err := e.Bootstrap(ctx, true, "s3cret")
@@ -177,11 +158,7 @@ func TestBootstrapGivenPassword(t *testing.T) {
 // with its known password on a restart, also on a store made before the
 // marker existed.
 func TestBootstrapSysadminNotRecreated(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	ctx := context.Background()
 	cfg := Config{BcryptCost: bcrypt.MinCost, JWTSigningKey: []byte("bootstrap-marker-test-key")}
 	e := New(db, cfg)
@@ -256,11 +233,7 @@ func TestBootstrapSysadminNotRecreated(t *testing.T) {
 // TestBootstrapSysadminCompleted: a first start interrupted after the account
 // but before its credentials is completed by the next start, marker or not.
 func TestBootstrapSysadminCompleted(t *testing.T) {
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t)
 	ctx := context.Background()
 	e := New(db, Config{BcryptCost: bcrypt.MinCost})
 	u := &User{Email: SysadminEmail, Authority: SysAdmin,

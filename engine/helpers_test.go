@@ -17,15 +17,22 @@ type testEngine struct {
 	demo BootstrapResult
 }
 
-// newTestEngine is an engine over a fresh embedded store with the demo data;
-// tweak, when given, changes its configuration first.
-func newTestEngine(t testing.TB, tweak ...func(*Config)) *testEngine {
+// openDB opens an embedded store in a temporary folder, closed with the test.
+func openDB(t testing.TB) *embedded.DB {
 	t.Helper()
 	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newTestEngine is an engine over a fresh embedded store with the demo data;
+// tweak, when given, changes its configuration first.
+func newTestEngine(t testing.TB, tweak ...func(*Config)) *testEngine {
+	t.Helper()
+	db := openDB(t)
 	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost}
 	for _, f := range tweak {
 		f(&cfg)
