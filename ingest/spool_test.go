@@ -688,21 +688,8 @@ func segments(t *testing.T, dir string) []uint64 {
 func TestSpoolTornTail(t *testing.T) {
 	dir := t.TempDir()
 	sink := newMemSink()
-	sink.setDown(true)
-	cfg := SpoolConfig{Dir: dir, FlushInterval: 5 * time.Millisecond}
-	s, err := OpenSpool(cfg, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := uuid.New()
-	for i := range 5 {
-		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	s.Close(done) // the sink is down: everything stays
+	cfg, s := leftUndelivered(t, dir, sink, id, 5)
 	ids := segments(t, dir)
 	path := filepath.Join(dir, segName(ids[len(ids)-1]))
 	whole, err := os.ReadFile(path)
@@ -745,6 +732,28 @@ func TestSpoolTornTail(t *testing.T) {
 	}
 }
 
+// leftUndelivered writes n records of id's rows (10 each) into a spool in dir
+// whose sink is down, and closes it: they stay for the next start, which gets
+// the sink back up. It returns the spool's config and the closed spool.
+func leftUndelivered(t *testing.T, dir string, sink *memSink, id uuid.UUID, n int) (SpoolConfig, *Spool) {
+	t.Helper()
+	sink.setDown(true)
+	cfg := SpoolConfig{Dir: dir, FlushInterval: 5 * time.Millisecond}
+	s, err := OpenSpool(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Close(done) // the sink is down: everything stays
+	return cfg, s
+}
+
 // TestSpoolDamagedSegment: a record that does not check out with records
 // that do after it is damage, not a cut-off write: the start keeps a copy of
 // the segment and says so, and delivers what comes before the damage. A torn
@@ -752,21 +761,8 @@ func TestSpoolTornTail(t *testing.T) {
 func TestSpoolDamagedSegment(t *testing.T) {
 	dir := t.TempDir()
 	sink := newMemSink()
-	sink.setDown(true)
-	cfg := SpoolConfig{Dir: dir, FlushInterval: 5 * time.Millisecond}
-	s, err := OpenSpool(cfg, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := uuid.New()
-	for i := range 3 {
-		if err := s.Write(context.Background(), testRows(id, i*10, 10)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	s.Close(done)
+	cfg, _ := leftUndelivered(t, dir, sink, id, 3)
 	ids := segments(t, dir)
 	path := filepath.Join(dir, segName(ids[len(ids)-1]))
 	f, err := os.Open(path)
@@ -796,7 +792,7 @@ func TestSpoolDamagedSegment(t *testing.T) {
 	var logs strings.Builder
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	sink.setDown(false)
-	s, err = OpenSpool(cfg, sink)
+	s, err := OpenSpool(cfg, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
