@@ -20,7 +20,7 @@ var (
 	errDeviceBadCustomer = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device to non-existent customer!"}
 	errDeviceForeignCust = &Error{Code: CodeBadRequestParams, Msg: "Can't assign device to customer from different tenant!"}
 	// ThingsBoard's EntityVersionMismatchException for a device.
-	errDeviceVersion = &Error{Code: CodeVersionConflict, Msg: "Device was already changed by someone else"}
+	errDeviceVersion = versionConflict("Device")
 )
 
 func (e *Engine) loadDevice(ctx context.Context, id uuid.UUID) (*Device, error) {
@@ -65,8 +65,8 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		}
 		// A client's version (ThingsBoard's optimistic lock) must be the
 		// stored one; none (0, as null in ThingsBoard) overwrites.
-		if in.Version != 0 && in.Version != old.Version {
-			return nil, errDeviceVersion
+		if err := staleVersion("Device", in.Version, old.Version); err != nil {
+			return nil, err
 		}
 		d, err := e.deviceFrom(ctx, tenant, in, old)
 		if err != nil {

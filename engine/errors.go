@@ -53,9 +53,14 @@ var (
 // version (0) saves over whatever is stored.
 func staleVersion(what string, given, stored int64) error {
 	if given != 0 && given != stored {
-		return &Error{Code: CodeVersionConflict, Msg: what + " was already changed by someone else"}
+		return versionConflict(what)
 	}
 	return nil
+}
+
+// versionConflict is ThingsBoard's EntityVersionMismatchException for what.
+func versionConflict(what string) *Error {
+	return &Error{Code: CodeVersionConflict, Msg: what + " was already changed by someone else"}
 }
 
 func notFound(err error) error {

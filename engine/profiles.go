@@ -392,7 +392,7 @@ func (e *Engine) SaveDeviceProfile(ctx context.Context, p *Principal, in *Device
 }
 
 // errProfileVersion is ThingsBoard's EntityVersionMismatchException for a profile.
-var errProfileVersion = &Error{Code: CodeVersionConflict, Msg: "Device profile was already changed by someone else"}
+var errProfileVersion = versionConflict("Device profile")
 
 // updateProfile is SaveDeviceProfile of an existing profile. It is written only
 // over the version it was made from, as saveDevice: one overtaken by another
@@ -412,8 +412,8 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 		}
 		// A client's version (ThingsBoard's optimistic lock) must be the
 		// stored one; none (0, as null in ThingsBoard) overwrites.
-		if in.Version != 0 && in.Version != old.Version {
-			return nil, errProfileVersion
+		if err := staleVersion("Device profile", in.Version, old.Version); err != nil {
+			return nil, err
 		}
 		dp := *in
 		dp.TenantID = old.TenantID
