@@ -52,6 +52,10 @@ type Device struct {
 	// ClaimAllowByDefault lets any unassigned device be claimed; when false a device
 	// needs the server attribute claimingAllowed=true (security.claim.allowClaimingByDefault).
 	ClaimAllowByDefault bool `yaml:"claim_allow_by_default" env:"SLUICE_CLAIM_ALLOW_BY_DEFAULT"`
+	// InactivityTimeout is how long a device stays active after its last
+	// request, in seconds, unless its server attribute inactivityTimeout (ms)
+	// says otherwise (ThingsBoard's state.defaultInactivityTimeoutInSec).
+	InactivityTimeout int `yaml:"inactivity_timeout_s" env:"DEFAULT_INACTIVITY_TIMEOUT"`
 }
 
 // Analytics sizes the report API.
@@ -228,7 +232,7 @@ func Default() Config {
 		Spool:      Spool{SpoolMaxBytes: 1 << 30, SpoolBatchRows: 100000, SpoolFlushInterval: 1000, SpoolShards: 4},
 		Device: Device{
 			RPCDefaultTimeout: 10000, RPCMinTimeout: 5000, ScriptTimeout: 1000, ScriptMaxMemory: 16 << 20,
-			ClaimDuration: 86400000, ClaimAllowByDefault: true,
+			ClaimDuration: 86400000, ClaimAllowByDefault: true, InactivityTimeout: 600,
 		},
 		Analytics: Analytics{ReportThreads: 10, ReportQueue: 10},
 	}
@@ -349,6 +353,7 @@ func (c Config) Validate() error {
 		{"SLUICE_SCRIPT_TIMEOUT", c.Device.ScriptTimeout},
 		{"SLUICE_SCRIPT_MAX_MEMORY", c.Device.ScriptMaxMemory},
 		{"DEVICE_CLAIM_DURATION", c.Device.ClaimDuration},
+		{"DEFAULT_INACTIVITY_TIMEOUT", c.Device.InactivityTimeout},
 		{"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE", c.Analytics.ReportThreads},
 	}
 	for _, p := range positive {

@@ -84,6 +84,12 @@ func (e *Engine) AuthorizeEntity(ctx context.Context, p *Principal, entityType s
 		if t.ID.ID != p.TenantID && p.Authority != SysAdmin {
 			return uuid.Nil, ErrPermissionDenied
 		}
+		// ThingsBoard's TenantAdminPermissions give a tenant admin only
+		// READ_ATTRIBUTES and READ_TELEMETRY on its tenant: the tenant's data
+		// is the system administrator's to write.
+		if write && p.Authority != SysAdmin {
+			return uuid.Nil, ErrPermissionDenied
+		}
 		return t.ID.ID, nil
 	default: // EntityCustomer
 		c, err := getRecord[Customer](ctx, e, kindCustomer, id)

@@ -38,7 +38,8 @@ func TestAuthorizeEntity(t *testing.T) {
 	// Tenant admin: everything of its tenant, nothing of another.
 	f(admin, EntityDevice, d.DemoDeviceID, true, 0, d.DemoTenantID)
 	f(admin, EntityDevice, d.CustomerDeviceID, false, 0, d.DemoTenantID)
-	f(admin, EntityTenant, d.DemoTenantID, true, 0, d.DemoTenantID)
+	f(admin, EntityTenant, d.DemoTenantID, false, 0, d.DemoTenantID)
+	f(admin, EntityTenant, d.DemoTenantID, true, CodePermissionDenied, uuid.Nil) // the sysadmin's to write
 	f(admin, EntityCustomer, d.DemoCustomerID, true, 0, d.DemoTenantID)
 	f(admin, EntityDevice, otherDev.ID.ID, false, CodePermissionDenied, uuid.Nil)
 	f(admin, EntityTenant, other.TenantID, false, CodePermissionDenied, uuid.Nil)

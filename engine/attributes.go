@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -32,8 +34,33 @@ func (e *Engine) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope s
 }
 
 // Attributes returns the attributes of keys (nil: all) in scope, sorted by key.
+// A device's SERVER_SCOPE holds "active" too, derived from its last activity
+// (activity.go).
 func (e *Engine) Attributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, keys []string) ([]kv.Entry, error) {
-	return e.store.GetAttributes(ctx, entityID, scope, keys)
+	if scope != storage.ServerScope {
+		return e.store.GetAttributes(ctx, entityID, scope, keys)
+	}
+	d, err := e.loadDevice(ctx, entityID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return e.store.GetAttributes(ctx, entityID, scope, keys) // not a device
+	}
+	if err != nil {
+		return nil, err
+	}
+	read := keys
+	if keys != nil {
+		read = slices.Clone(keys)
+		for _, k := range deviceStateKeys {
+			if !slices.Contains(read, k) {
+				read = append(read, k)
+			}
+		}
+	}
+	attrs, err := e.store.GetAttributes(ctx, entityID, scope, read)
+	if err != nil {
+		return nil, err
+	}
+	return e.withActive(d, attrs, keys), nil
 }
 
 // DeleteAttributes removes keys from scope. Removed SHARED_SCOPE keys (those that
@@ -74,7 +101,7 @@ func (e *Engine) AttributeKeys(ctx context.Context, entityID uuid.UUID, scopes .
 	seen := make(map[string]struct{})
 	var keys []string
 	for _, sc := range scopes {
-		attrs, err := e.store.GetAttributes(ctx, entityID, sc, nil)
+		attrs, err := e.Attributes(ctx, entityID, sc, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -80,9 +80,10 @@ func (f *claimFixture) saveServer(t *testing.T, key string, v kv.Value) {
 	}
 }
 
+// serverAttrs lists the stored server attributes (without the derived "active").
 func (f *claimFixture) serverAttrs(t *testing.T) string {
 	t.Helper()
-	attrs, err := f.Attributes(context.Background(), f.dev.UUID(), storage.ServerScope, nil)
+	attrs, err := f.store.GetAttributes(context.Background(), f.dev.UUID(), storage.ServerScope, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

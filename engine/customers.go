@@ -33,7 +33,8 @@ func (e *Engine) SaveCustomer(ctx context.Context, p *Principal, in *Customer) (
 		if err := staleVersion("Customer", in.Version, old.Version); err != nil {
 			return nil, err
 		}
-		c.CreatedTime, c.Version = old.CreatedTime, old.Version+1
+		// The stored id, not the client's: its entityType may be anything.
+		c.ID, c.CreatedTime, c.Version = old.ID, old.CreatedTime, old.Version+1
 		c.TenantID = old.TenantID
 		// Over the version read: a customer deleted meanwhile is not brought back.
 		return e.writeCustomer(ctx, &c, &prev)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -34,10 +35,105 @@ func (e *Engine) loadDevice(ctx context.Context, id uuid.UUID) (*Device, error) 
 // tenant. A new device gets accessToken, or 20 random alphanumerics when empty; on
 // update accessToken is ignored (use SaveDeviceCredentials).
 func (e *Engine) SaveDevice(ctx context.Context, p *Principal, d *Device, accessToken string) (*Device, error) {
+	return e.SaveDeviceWithPolicy(ctx, p, d, accessToken, NameConflict{})
+}
+
+// NameConflict is ThingsBoard's nameConflictPolicy: what a save does with a
+// name another device of the tenant has. The zero value is FAIL (a 400);
+// Uniquify appends Separator ("_" when empty) and a suffix: 6 random
+// alphanumerics, or with Incremental the least number from 1 that is free.
+type NameConflict struct {
+	Uniquify    bool
+	Separator   string
+	Incremental bool
+}
+
+// maxUniquifyTries bounds the renames of a save whose new name was taken by a
+// concurrent save in the meantime.
+const maxUniquifyTries = 5
+
+// SaveDeviceWithPolicy is SaveDevice that resolves a name conflict as names says.
+func (e *Engine) SaveDeviceWithPolicy(ctx context.Context, p *Principal, d *Device, accessToken string, names NameConflict) (*Device, error) {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return nil, err
 	}
-	return e.saveDevice(ctx, p.TenantID, d, accessToken)
+	in := d
+	for try := 0; ; try++ {
+		v, err := e.saveDevice(ctx, p.TenantID, in, accessToken)
+		if err != errDeviceNameTaken || !names.Uniquify || try == maxUniquifyTries {
+			return v, err
+		}
+		name, err := e.uniqueDeviceName(ctx, p.TenantID, d, names)
+		if err != nil {
+			return nil, err
+		}
+		renamed := *d
+		renamed.Name = name
+		in = &renamed
+	}
+}
+
+// SaveDeviceWithCredentials saves a device and its access token in one call
+// (ThingsBoard's POST /api/device-with-credentials): a new device is created
+// with c's token; an existing one is updated, then given c's token.
+func (e *Engine) SaveDeviceWithCredentials(ctx context.Context, p *Principal, d *Device, c *DeviceCredentials, names NameConflict) (*Device, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	switch {
+	case d == nil:
+		return nil, Errorf(CodeBadRequestParams, "Validation error: device must not be null")
+	case c == nil:
+		return nil, Errorf(CodeBadRequestParams, "Validation error: credentials must not be null")
+	case c.CredentialsType == "":
+		return nil, errCredsNoType
+	case c.CredentialsType != CredentialsAccessToken:
+		return nil, Errorf(CodeBadRequestParams, "Unsupported device credentials type: %s", c.CredentialsType)
+	}
+	if err := checkAccessToken(c.CredentialsID); err != nil {
+		return nil, err
+	}
+	if d.ID.ID == uuid.Nil {
+		return e.SaveDeviceWithPolicy(ctx, p, d, c.CredentialsID, names)
+	}
+	saved, err := e.SaveDeviceWithPolicy(ctx, p, d, "", names)
+	if err != nil {
+		return nil, err
+	}
+	creds := *c
+	creds.DeviceID = saved.ID
+	if _, err := e.SaveDeviceCredentials(ctx, p, &creds); err != nil {
+		return nil, err
+	}
+	return saved, nil
+}
+
+// uniqueDeviceName is d's name with a suffix that no other device of tenant
+// has, as ThingsBoard's AbstractEntityService.generateUniqueName makes it.
+func (e *Engine) uniqueDeviceName(ctx context.Context, tenant uuid.UUID, d *Device, names NameConflict) (string, error) {
+	all, err := listRecords[Device](ctx, e, kindDevice, tenant)
+	if err != nil {
+		return "", err
+	}
+	taken := make(map[string]bool, len(all))
+	for _, o := range all {
+		if o.ID.ID != d.ID.ID {
+			taken[o.Name] = true
+		}
+	}
+	sep := names.Separator
+	if sep == "" {
+		sep = "_"
+	}
+	for i := 1; ; i++ {
+		suffix := randomString(6)
+		if names.Incremental {
+			suffix = strconv.Itoa(i)
+		}
+		if name := d.Name + sep + suffix; !taken[name] {
+			return name, nil
+		}
+	}
 }
 
 // saveDevice is SaveDevice for a tenant, without the caller check (bootstrap uses it).
@@ -72,7 +168,8 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		if err != nil {
 			return nil, err
 		}
-		d.CreatedTime, d.Version = old.CreatedTime, old.Version+1
+		// The stored id, not the client's: its entityType may be anything.
+		d.ID, d.CreatedTime, d.Version = old.ID, old.CreatedTime, old.Version+1
 		err = e.replaceRecord(ctx, kindDevice, d.ID.ID, tenant, prev, d, deviceNameKey(tenant, d.Name))
 		switch {
 		case errors.Is(err, storage.ErrChanged) && in.Version != 0:

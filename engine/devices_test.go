@@ -618,3 +618,35 @@ func TestAccessTokenChecks(t *testing.T) {
 		t.Errorf("unknown device: %q, want %q", err, want)
 	}
 }
+
+// An update keeps the stored id: a client's entityType in "id" is not written.
+func TestSaveKeepsStoredID(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, a, &Device{Name: "typed"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ID.EntityType = EntityTenant
+	if d, err = te.SaveDevice(ctx, a, d, ""); err != nil || d.ID.EntityType != EntityDevice {
+		t.Fatalf("device: %+v %v", d, err)
+	}
+	c, err := te.SaveCustomer(ctx, a, &Customer{Title: "typed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ID.EntityType = ""
+	if c, err = te.SaveCustomer(ctx, a, c); err != nil || c.ID.EntityType != EntityCustomer {
+		t.Fatalf("customer: %+v %v", c, err)
+	}
+	sys := te.sysadmin(t)
+	tn, err := te.GetTenant(ctx, sys, a.TenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.ID.EntityType = EntityDevice
+	if tn, err = te.SaveTenant(ctx, sys, tn); err != nil || tn.ID.EntityType != EntityTenant {
+		t.Fatalf("tenant: %+v %v", tn, err)
+	}
+}

@@ -65,6 +65,10 @@ type Config struct {
 	// node holds at once, in all and per device; 0 means no cap (see ratelimit.go).
 	LongPollMaxPerNode   int
 	LongPollMaxPerDevice int
+	// InactivityTimeout is how long a device stays active after its last request
+	// when its server attribute inactivityTimeout does not say (10 minutes by
+	// default, ThingsBoard's state.defaultInactivityTimeoutInSec; see activity.go).
+	InactivityTimeout time.Duration
 	// Notifier carries cache evictions and device pushes (shared-attribute changes,
 	// device deletion) to the other nodes of a cluster; nil means this node is alone
 	// (the embedded default) and an in-process notifier is used.
@@ -102,6 +106,8 @@ type Engine struct {
 	sweeps sweeper
 	// resync wakes RPC waits when notifications may have been lost (see evict.go).
 	resync resync
+	// activity holds the devices' last requests not yet written (see activity.go).
+	activity activity
 }
 
 // New returns an engine over store.
@@ -156,6 +162,9 @@ func New(store storage.Backend, cfg Config) *Engine {
 	}
 	if cfg.ScriptMaxMemory == 0 {
 		cfg.ScriptMaxMemory = 16 << 20
+	}
+	if cfg.InactivityTimeout == 0 {
+		cfg.InactivityTimeout = 10 * time.Minute
 	}
 	if cfg.ClaimDuration == 0 {
 		cfg.ClaimDuration = 24 * time.Hour

@@ -291,7 +291,7 @@ func (e *Engine) SaveTenantProfile(ctx context.Context, p *Principal, in *Tenant
 		if err != nil {
 			return nil, notFound(err)
 		}
-		tp.CreatedTime, tp.Version, tp.Default = old.CreatedTime, old.Version+1, old.Default
+		tp.ID, tp.CreatedTime, tp.Version, tp.Default = old.ID, old.CreatedTime, old.Version+1, old.Default
 	} else {
 		tp.ID = newEntityID(EntityTenantProfile, newID())
 		tp.CreatedTime, tp.Version, tp.Default = e.now().UnixMilli(), 1, false

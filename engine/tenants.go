@@ -28,7 +28,7 @@ func (e *Engine) SaveTenant(ctx context.Context, p *Principal, in *Tenant) (*Ten
 			return nil, err
 		}
 		t := *in
-		t.CreatedTime, t.Version = old.CreatedTime, old.Version+1
+		t.ID, t.CreatedTime, t.Version = old.ID, old.CreatedTime, old.Version+1 // the stored id, whatever entityType the client sent
 		// Over the version read: a tenant deleted meanwhile is not brought
 		// back (its sweep would then find it and leave what it owns).
 		return e.writeTenant(ctx, &t, &prev)

@@ -22,7 +22,8 @@ func (e *Engine) DeviceByToken(ctx context.Context, token string) (*Device, erro
 	if token == "" {
 		return nil, errInvalidToken
 	}
-	return e.tokens.get(e.now(), token, func() (*Device, error) {
+	now := e.now()
+	d, err := e.tokens.get(now, token, func() (*Device, error) {
 		creds, err := lookupRecord[DeviceCredentials](ctx, e, kindCredentials, tokenKey(token))
 		if err != nil {
 			return nil, ifNotFound(err, errInvalidToken)
@@ -37,6 +38,11 @@ func (e *Engine) DeviceByToken(ctx context.Context, token string) (*Device, erro
 		}
 		return d, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	e.noteActivity(d.ID.ID, now.UnixMilli()) // a device that shows its token is active
+	return d, nil
 }
 
 // evictToken forgets a token here and makes every other node drop its token

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/fasthttp/router"
 	"github.com/google/uuid"
@@ -14,12 +15,18 @@ import (
 // tenants, customers and users. Role and tenant checks live in the engine.
 func (s *Server) entityRoutes(r *router.Router) {
 	r.POST("/api/device", s.authed(s.saveDevice))
+	r.POST("/api/device-with-credentials", s.authed(s.saveDeviceWithCredentials))
 	r.GET("/api/device/{deviceId}", s.authed(s.getDevice))
+	r.GET("/api/device/info/{deviceId}", s.authed(s.getDeviceInfo))
+	r.GET("/api/device/types", s.authed(s.deviceTypes))
+	r.GET("/api/devices", s.authed(s.devicesByIDs))
 	r.DELETE("/api/device/{deviceId}", s.authed(s.deleteDevice))
 	r.GET("/api/device/{deviceId}/credentials", s.authed(s.getDeviceCredentials))
 	r.POST("/api/device/credentials", s.authed(s.saveDeviceCredentials))
 	r.GET("/api/tenant/devices", s.authed(s.tenantDevices))
 	r.GET("/api/tenant/device", s.authed(s.tenantDevice))
+	r.GET("/api/tenant/deviceInfos", s.authed(s.tenantDeviceInfos))
+	r.GET("/api/customer/{customerId}/deviceInfos", s.authed(s.customerDeviceInfos))
 
 	r.GET("/api/deviceProfileInfo/default", s.authed(s.defaultProfileInfo))
 	r.GET("/api/deviceProfileInfo/{deviceProfileId}", s.authed(s.deviceProfileInfo))
@@ -52,12 +59,147 @@ func (s *Server) entityRoutes(r *router.Router) {
 }
 
 func (s *Server) saveDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	names, ok := nameConflict(ctx)
+	if !ok {
+		return
+	}
 	var d engine.Device
 	if !s.readJSON(ctx, &d) {
 		return
 	}
-	v, err := s.eng.SaveDevice(s.ctx, p, &d, string(ctx.QueryArgs().Peek("accessToken")))
+	v, err := s.eng.SaveDeviceWithPolicy(s.ctx, p, &d, string(ctx.QueryArgs().Peek("accessToken")), names)
 	s.respond(ctx, v, err)
+}
+
+func (s *Server) saveDeviceWithCredentials(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	names, ok := nameConflict(ctx)
+	if !ok {
+		return
+	}
+	var req struct {
+		Device      *engine.Device            `json:"device"`
+		Credentials *engine.DeviceCredentials `json:"credentials"`
+	}
+	if s.readJSON(ctx, &req) {
+		v, err := s.eng.SaveDeviceWithCredentials(s.ctx, p, req.Device, req.Credentials, names)
+		s.respond(ctx, v, err)
+	}
+}
+
+// nameConflict reads ThingsBoard's nameConflictPolicy (FAIL, UNIQUIFY),
+// uniquifySeparator and uniquifyStrategy (RANDOM, INCREMENTAL).
+func nameConflict(ctx *fasthttp.RequestCtx) (engine.NameConflict, bool) {
+	args := ctx.QueryArgs()
+	var nc engine.NameConflict
+	for _, p := range []struct {
+		name, no, yes string
+		dst           *bool
+	}{
+		{"nameConflictPolicy", "FAIL", "UNIQUIFY", &nc.Uniquify},
+		{"uniquifyStrategy", "RANDOM", "INCREMENTAL", &nc.Incremental},
+	} {
+		switch v := string(args.Peek(p.name)); v {
+		case "", p.no:
+		case p.yes:
+			*p.dst = true
+		default:
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+				"Invalid "+p.name+": "+v+" (expected "+p.no+" or "+p.yes+")")
+			return nc, false
+		}
+	}
+	nc.Separator = string(args.Peek("uniquifySeparator"))
+	return nc, true
+}
+
+func (s *Server) getDeviceInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceId"); ok {
+		v, err := s.eng.GetDeviceInfo(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) deviceTypes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	v, err := s.eng.DeviceTypes(s.ctx, p)
+	s.respond(ctx, v, err)
+}
+
+// devicesByIDs answers ThingsBoard's GET /api/devices?deviceIds=a,b: the
+// devices of those ids the caller can see.
+func (s *Server) devicesByIDs(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if _, ok := requiredParam(ctx, "deviceIds"); !ok {
+		return
+	}
+	raw := keyList(ctx.QueryArgs(), "deviceIds")
+	if len(raw) == 0 {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Parameter 'deviceIds' can't be empty!")
+		return
+	}
+	ids := make([]uuid.UUID, 0, len(raw))
+	for _, r := range raw {
+		id, err := engine.ParseID(r)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		ids = append(ids, id)
+	}
+	v, err := s.eng.DevicesByIDs(s.ctx, p, ids)
+	s.respond(ctx, v, err)
+}
+
+func (s *Server) tenantDeviceInfos(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	pl, ok := pageLink(ctx)
+	if !ok {
+		return
+	}
+	if f, ok := s.deviceFilter(ctx); ok {
+		v, err := s.eng.ListTenantDeviceInfos(s.ctx, p, pl, f)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) customerDeviceInfos(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "customerId")
+	if !ok {
+		return
+	}
+	pl, ok := pageLink(ctx)
+	if !ok {
+		return
+	}
+	if f, ok := s.deviceFilter(ctx); ok {
+		v, err := s.eng.ListCustomerDeviceInfos(s.ctx, p, id, pl, f)
+		s.respond(ctx, v, err)
+	}
+}
+
+// deviceFilter reads the filters of the device info lists: type,
+// deviceProfileId and active (a Boolean as Spring reads one).
+func (s *Server) deviceFilter(ctx *fasthttp.RequestCtx) (engine.DeviceFilter, bool) {
+	args := ctx.QueryArgs()
+	f := engine.DeviceFilter{Type: string(args.Peek("type"))}
+	if raw := string(args.Peek("deviceProfileId")); raw != "" {
+		id, err := engine.ParseID(raw)
+		if err != nil {
+			s.fail(ctx, err)
+			return f, false
+		}
+		f.ProfileID = id
+	}
+	if raw := string(args.Peek("active")); raw != "" {
+		var active bool
+		switch strings.ToLower(raw) {
+		case "true", "on", "yes", "1":
+			active = true
+		case "false", "off", "no", "0":
+		default:
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid active: "+raw)
+			return f, false
+		}
+		f.Active = &active
+	}
+	return f, true
 }
 
 func (s *Server) getDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {

@@ -323,3 +323,84 @@ func TestDeviceProfileInfoRoutes(t *testing.T) {
 	// The old default is an ordinary profile now (the demo devices use it).
 	n.expect("DELETE", "/api/deviceProfile/"+def.ID.ID.String(), ta, nil, 400, "The device profile referenced by the devices cannot be deleted!")
 }
+
+// The device routes ThingsBoard clients use beside the plain lists: infos
+// (with "active" from the device's requests), by ids, types, saving with
+// credentials and the name conflict policy.
+func TestDeviceInfoRoutes(t *testing.T) {
+	n := startTestNode(t)
+	ta, cu := n.tenant(), n.customer()
+	_, other := n.otherTenant("B")
+	demo := n.Demo.DemoDeviceID.String()
+
+	var info map[string]any
+	n.decode(n.expect("GET", "/api/device/info/"+demo, ta, nil, 200, ""), &info)
+	if _, ok := info["customerTitle"]; info["name"] != engine.DemoDeviceName || !ok || info["deviceProfileName"] != "default" || info["customerIsPublic"] != false {
+		t.Fatalf("info: %v", info)
+	}
+	n.expect("POST", "/api/v1/"+engine.DemoDeviceToken+"/telemetry", "", `{"t":1}`, 200, "")
+	n.decode(n.expect("GET", "/api/device/info/"+demo, ta, nil, 200, ""), &info)
+	if info["active"] != true {
+		t.Fatalf("active after a request: %v", info)
+	}
+	n.expect("GET", "/api/device/info/"+demo, other, nil, 403, "")
+	attrs := string(n.expect("GET", "/api/plugins/telemetry/DEVICE/"+demo+"/values/attributes/SERVER_SCOPE?keys=active", ta, nil, 200, ""))
+	if !strings.Contains(attrs, `"key":"active","value":true`) {
+		t.Fatalf("server attributes: %s", attrs)
+	}
+
+	var page engine.PageData[map[string]any]
+	n.decode(n.expect("GET", "/api/tenant/deviceInfos?pageSize=10&page=0&active=true", ta, nil, 200, ""), &page)
+	if len(page.Data) != 1 || page.Data[0]["name"] != engine.DemoDeviceName {
+		t.Fatalf("active infos: %+v", page)
+	}
+	n.decode(n.expect("GET", "/api/tenant/deviceInfos?pageSize=10&page=0&active=false&type=default", ta, nil, 200, ""), &page)
+	for _, d := range page.Data {
+		if d["name"] == engine.DemoDeviceName || d["active"] != false {
+			t.Fatalf("inactive infos: %+v", page)
+		}
+	}
+	n.expect("GET", "/api/tenant/deviceInfos?pageSize=10&page=0&active=maybe", ta, nil, 400, "")
+	n.expect("GET", "/api/tenant/deviceInfos?pageSize=10&page=0&deviceProfileId=x", ta, nil, 400, "")
+	n.expect("GET", "/api/tenant/deviceInfos?pageSize=10&page=0", cu, nil, 403, "")
+	n.expect("GET", "/api/tenant/deviceInfos?page=0", ta, nil, 400, "Required request parameter 'pageSize' for method parameter type int is not present")
+	cust := n.Demo.DemoCustomerID.String()
+	n.decode(n.expect("GET", "/api/customer/"+cust+"/deviceInfos?pageSize=10&page=0", cu, nil, 200, ""), &page)
+	if page.TotalElements != 1 {
+		t.Fatalf("customer infos: %+v", page)
+	}
+	n.expect("GET", "/api/customer/"+cust+"/deviceInfos?pageSize=10&page=0", other, nil, 403, "")
+
+	var devs []engine.Device
+	n.decode(n.expect("GET", "/api/devices?deviceIds="+demo+","+uuid.NewString(), ta, nil, 200, ""), &devs)
+	if len(devs) != 1 || devs[0].ID.ID != n.Demo.DemoDeviceID {
+		t.Fatalf("by ids: %+v", devs)
+	}
+	n.decode(n.expect("GET", "/api/devices?deviceIds="+demo, other, nil, 200, ""), &devs)
+	if len(devs) != 0 {
+		t.Fatalf("other tenant by ids: %+v", devs)
+	}
+	n.expect("GET", "/api/devices", ta, nil, 400, "Required request parameter 'deviceIds' for method parameter type String is not present")
+	n.expect("GET", "/api/devices?deviceIds=nope", ta, nil, 400, "")
+
+	types := string(n.expect("GET", "/api/device/types", ta, nil, 200, ""))
+	if !strings.Contains(types, `"entityType":"DEVICE","type":"default"`) {
+		t.Fatalf("types: %s", types)
+	}
+
+	body := map[string]any{"device": map[string]string{"name": engine.DemoDeviceName},
+		"credentials": map[string]string{"credentialsType": "ACCESS_TOKEN", "credentialsId": "WITH_CREDS"}}
+	n.expect("POST", "/api/device-with-credentials", ta, body, 400, "Device with such name already exists!")
+	var d engine.Device
+	n.decode(n.expect("POST", "/api/device-with-credentials?nameConflictPolicy=UNIQUIFY&uniquifyStrategy=INCREMENTAL", ta, body, 200, ""), &d)
+	if d.Name != engine.DemoDeviceName+"_1" {
+		t.Fatalf("uniquified: %+v", d)
+	}
+	n.expect("POST", "/api/v1/WITH_CREDS/telemetry", "", `{"t":1}`, 200, "")
+	n.decode(n.expect("POST", "/api/device?nameConflictPolicy=UNIQUIFY&uniquifySeparator=-", ta, map[string]string{"name": d.Name}, 200, ""), &d)
+	if !strings.HasPrefix(d.Name, engine.DemoDeviceName+"_1-") {
+		t.Fatalf("random suffix: %+v", d)
+	}
+	n.expect("POST", "/api/device?nameConflictPolicy=MAYBE", ta, map[string]string{"name": "x"}, 400, "Invalid nameConflictPolicy: MAYBE (expected FAIL or UNIQUIFY)")
+	n.expect("POST", "/api/device-with-credentials", ta, map[string]any{"device": map[string]string{"name": "y"}}, 400, "Validation error: credentials must not be null")
+}

@@ -71,6 +71,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		ActivationTTL:           time.Duration(cfg.Auth.ActivationTTL) * time.Second,
 
 		RPCDefaultTimeout: time.Duration(cfg.Device.RPCDefaultTimeout) * time.Millisecond,
+		InactivityTimeout: time.Duration(cfg.Device.InactivityTimeout) * time.Second,
 		RPCMinTimeout:     time.Duration(cfg.Device.RPCMinTimeout) * time.Millisecond,
 		ScriptTimeout:     time.Duration(cfg.Device.ScriptTimeout) * time.Millisecond,
 		ScriptMaxMemory:   cfg.Device.ScriptMaxMemory,
