@@ -49,7 +49,7 @@ func (n *testNode) createOta(auth, typ, title, version, profileID, extra string)
 	body := fmt.Sprintf(`{"type":%q,"title":%q,"version":%q,"deviceProfileId":{"entityType":"DEVICE_PROFILE","id":%q}%s}`,
 		typ, title, version, profileID, extra)
 	n.must(200, "POST", "/api/otaPackage", body, auth).JSON(n.t, &info)
-	if info.ID.EntityType != "OTA_PACKAGE" || info.HasData != strings.Contains(extra, "usesUrl") || info.Title != title || info.Type != typ {
+	if info.ID.EntityType != "OTA_PACKAGE" || info.HasData != strings.Contains(extra, `"url"`) || info.Title != title || info.Type != typ {
 		n.t.Fatalf("created %+v", info)
 	}
 	return info.ID.ID
@@ -543,4 +543,97 @@ func TestOtaPackageWithData(t *testing.T) {
 	}
 	n.must(403, "GET", "/api/otaPackage/"+id, "", n.login("customer@thingsboard.org", "customer"))
 	n.must(404, "GET", "/api/otaPackage/0f0e0d0c-0b0a-4908-8706-050403020100", "", auth)
+}
+
+// TestOtaURLPackageAsThingsBoardUI: ThingsBoard's UI creates a URL package
+// with url and isURL (never usesUrl): the url is kept, the package has data,
+// and saving back what was read is accepted. Every answer names the package
+// (name: the title).
+func TestOtaURLPackageAsThingsBoardUI(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	profile := n.defaultProfileID(auth)
+	id := n.createOta(auth, "FIRMWARE", "remote", "1", profile, `,"url":"https://example.com/fw.bin","isURL":true`)
+	var got map[string]any
+	info := n.must(200, "GET", "/api/otaPackage/info/"+id, "", auth)
+	info.JSON(t, &got)
+	if got["url"] != "https://example.com/fw.bin" || got["hasData"] != true || got["name"] != "remote" {
+		t.Fatalf("info %s", info.Body)
+	}
+	// Saved back as read, with a description: 200, the url kept.
+	got["additionalInfo"] = map[string]any{"description": "remote firmware"}
+	b, _ := json.Marshal(got)
+	saved := n.must(200, "POST", "/api/otaPackage", string(b), auth)
+	saved.JSON(t, &got)
+	if got["url"] != "https://example.com/fw.bin" || got["hasData"] != true || got["name"] != "remote" {
+		t.Fatalf("saved back %s", saved.Body)
+	}
+	got["url"] = "https://example.com/other.bin"
+	b, _ = json.Marshal(got)
+	if msg := errorBody(t, n.do("POST", "/api/otaPackage", string(b), auth), 400); msg != "Updating otaPackage URL is prohibited!" {
+		t.Fatalf("changed url: %q", msg)
+	}
+	if msg := errorBody(t, n.do("POST", "/api/otaPackage", `{"type":"FIRMWARE","title":"t","version":"1","usesUrl":true,"url":" "}`, auth), 400); msg != "Ota package URL should be specified!" {
+		t.Fatalf("usesUrl with a blank url: %q", msg)
+	}
+
+	// name in the full package and the list too.
+	data := n.newOta(auth, "FIRMWARE", "local", "1", profile, []byte("firmware"))
+	n.must(200, "GET", "/api/otaPackage/"+data, "", auth).JSON(t, &got)
+	if got["name"] != "local" || got["data"] != "ZmlybXdhcmU=" {
+		t.Fatalf("package %v", got)
+	}
+	var page struct{ Data []map[string]any }
+	n.must(200, "GET", "/api/otaPackages?pageSize=10&page=0&sortProperty=title&sortOrder=ASC", "", auth).JSON(t, &page)
+	if len(page.Data) != 2 || page.Data[0]["name"] != "local" || page.Data[1]["name"] != "remote" {
+		t.Fatalf("list %v", page.Data)
+	}
+}
+
+// TestOtaListNulls: a package without a value of the sort property sorts as
+// PostgreSQL's NULL: last ascending, first descending.
+func TestOtaListNulls(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	profile := n.defaultProfileID(auth)
+	n.createOta(auth, "FIRMWARE", "empty", "1", profile, "")
+	n.newOta(auth, "FIRMWARE", "small", "1", profile, []byte("1"))
+	n.newOta(auth, "FIRMWARE", "big", "1", profile, []byte("12345"))
+	n.createOta(auth, "FIRMWARE", "tagged", "1", profile, `,"tag":"t"`)
+	for _, c := range []struct{ query, want string }{
+		{"sortProperty=dataSize&sortOrder=ASC", "small,big,empty,tagged"},
+		{"sortProperty=dataSize&sortOrder=DESC", "empty,tagged,big,small"},
+		{"sortProperty=tag&sortOrder=ASC", "tagged,empty,small,big"},
+		{"sortProperty=tag&sortOrder=DESC", "empty,small,big,tagged"},
+	} {
+		var page struct{ Data []otaInfo }
+		n.must(200, "GET", "/api/otaPackages?pageSize=10&page=0&"+c.query, "", auth).JSON(t, &page)
+		var titles []string
+		for _, o := range page.Data {
+			titles = append(titles, o.Title)
+		}
+		if got := strings.Join(titles, ","); got != c.want {
+			t.Errorf("%s: %s, want %s", c.query, got, c.want)
+		}
+	}
+}
+
+// TestOtaDeletedWithProfile: deleting a device profile deletes its packages,
+// as ThingsBoard's foreign key cascades.
+func TestOtaDeletedWithProfile(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	var dp struct{ ID entityID }
+	n.must(200, "POST", "/api/deviceProfile", `{"name":"doomed"}`, auth).JSON(t, &dp)
+	pkg := n.newOta(auth, "FIRMWARE", "doomed", "1", dp.ID.ID, []byte("firmware"))
+	if r := n.assignOta(auth, "/api/deviceProfile/"+dp.ID.ID, "/api/deviceProfile", "firmwareId", pkg); r.Status != 200 {
+		t.Fatalf("assign to profile: %d %s", r.Status, r.Body)
+	}
+	kept := n.createOta(auth, "FIRMWARE", "kept", "1", n.defaultProfileID(auth), "")
+	n.must(200, "DELETE", "/api/deviceProfile/"+dp.ID.ID, "", auth)
+	errorBody(t, n.do("GET", "/api/otaPackage/info/"+pkg, "", auth), 404)
+	errorBody(t, n.do("GET", "/api/otaPackage/"+pkg+"/download", "", auth), 404)
+	n.must(200, "GET", "/api/otaPackage/info/"+kept, "", auth)
+	// The title and version are free again.
+	n.createOta(auth, "FIRMWARE", "doomed", "1", n.defaultProfileID(auth), "")
 }

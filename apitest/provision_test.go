@@ -80,6 +80,7 @@ func TestProvisionOutcomes(t *testing.T) {
 	f(`{"deviceName":"a","token":"has space",`+create+`}`, provFailure)   // token unfit for a URL
 	f(`{"deviceName":"pre-missing",`+pre+`}`, provFailure)
 	f(`{`+pre+`}`, provFailure)
+	f(`{"deviceName":"",`+pre+`}`, provFailure)
 
 	res, _ := n.provision(`{"deviceName":"a","credentialsType":"MQTT_BASIC",` + create + `}`)
 	if res.Status != "FAILURE" || !strings.Contains(res.ErrorMsg, "ACCESS_TOKEN credentials only") {
@@ -118,25 +119,60 @@ func TestProvisionOutcomes(t *testing.T) {
 	}
 	errorBody(t, n.do("POST", "/api/v1/provision", `{"deviceName":{},`+create+`}`), 400)
 
-	// Without a name or token both are generated.
-	res, _ = n.provision(`{` + create + `}`)
-	if res.Status != "SUCCESS" || len(res.CredentialsValue) != 20 {
-		t.Fatalf("generated: %+v", res)
+	// Without a name or token both are generated; an empty name is none (as
+	// ThingsBoard, whose request reads an absent name as "").
+	for _, body := range []string{`{` + create + `}`, `{"deviceName":"",` + create + `}`} {
+		res, _ = n.provision(body)
+		if res.Status != "SUCCESS" || len(res.CredentialsValue) != 20 {
+			t.Fatalf("generated for %s: %+v", body, res)
+		}
+		n.must(200, "POST", "/api/v1/"+res.CredentialsValue+"/telemetry", `{"t":1}`)
 	}
-	n.must(200, "POST", "/api/v1/"+res.CredentialsValue+"/telemetry", `{"t":1}`)
 
 	// CHECK_PRE_PROVISIONED_DEVICES hands out the existing token once.
 	var pd struct{ ID entityID }
 	n.must(200, "POST", "/api/device", `{"name":"pre-1","deviceProfileId":{"entityType":"DEVICE_PROFILE","id":"`+preID+`"}}`, auth).JSON(t, &pd)
 	var cred struct{ CredentialsID string }
 	n.must(200, "GET", "/api/device/"+pd.ID.ID+"/credentials", "", auth).JSON(t, &cred)
-	f(`{"deviceName":"pre-1","token":"ignored",`+pre+`}`,
+	// credentialsType is not read for a pre-provisioned device (ThingsBoard's
+	// processProvision): its own token whatever it asks.
+	f(`{"deviceName":"pre-1","token":"ignored","credentialsType":"MQTT_BASIC",`+pre+`}`,
 		`{"credentialsValue":"`+cred.CredentialsID+`","credentialsType":"ACCESS_TOKEN","status":"SUCCESS"}`)
 	n.checkProvisioned(auth, pd.ID.ID)
 	n.must(200, "POST", "/api/v1/"+cred.CredentialsID+"/telemetry", `{"t":1}`)
 	f(`{"deviceName":"pre-1",`+pre+`}`, provFailure) // already provisioned
 	n.createDevice(auth, "pre-other")                // exists, but in another profile
 	f(`{"deviceName":"pre-other",`+pre+`}`, provFailure)
+
+	// Any provisionState already set is a FAILURE, not only "provisioned".
+	n.must(200, "POST", "/api/device", `{"name":"pre-pending","deviceProfileId":{"entityType":"DEVICE_PROFILE","id":"`+preID+`"}}`, auth).JSON(t, &pd)
+	n.must(200, "POST", "/api/plugins/telemetry/DEVICE/"+pd.ID.ID+"/attributes/SERVER_SCOPE", `{"provisionState":"pending"}`, auth)
+	f(`{"deviceName":"pre-pending",`+pre+`}`, provFailure)
+}
+
+// TestProvisionX509Configuration: the X509_CERTIFICATE_CHAIN settings of a
+// profile are kept through a save and a read, and a save of what was read.
+func TestProvisionX509Configuration(t *testing.T) {
+	n := startNode(t, nil)
+	auth := n.tenantAuth()
+	const conf = `{"type":"X509_CERTIFICATE_CHAIN","provisionDeviceSecret":null,"allowCreateNewDevicesByX509Certificate":true,"certificateRegExPattern":"(.*)"}`
+	var dp map[string]any
+	n.must(200, "POST", "/api/deviceProfile", `{"name":"x509","provisionType":"X509_CERTIFICATE_CHAIN","profileData":{"provisionConfiguration":`+conf+`}}`, auth).JSON(t, &dp)
+	id := dp["id"].(map[string]any)["id"].(string)
+	check := func(what string) {
+		t.Helper()
+		var got struct {
+			ProfileData struct{ ProvisionConfiguration json.RawMessage }
+		}
+		n.must(200, "GET", "/api/deviceProfile/"+id, "", auth).JSON(t, &got)
+		if c := compactJSON(t, got.ProfileData.ProvisionConfiguration); c != conf {
+			t.Fatalf("%s: %s\nwant %s", what, c, conf)
+		}
+	}
+	check("saved")
+	r := n.must(200, "GET", "/api/deviceProfile/"+id, "", auth)
+	n.must(200, "POST", "/api/deviceProfile", string(r.Body), auth)
+	check("saved back")
 }
 
 // checkProvisioned fails unless the device has provisionState=provisioned.

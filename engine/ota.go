@@ -39,6 +39,8 @@ func otaTitleKey(tenant uuid.UUID, title, version string) string {
 }
 
 // OtaPackageInfo is a package without its bytes, as ThingsBoard writes it.
+// Name is ThingsBoard's read-only getName(): the title, whatever a request says
+// (otaRecord.info sets it).
 type OtaPackageInfo struct {
 	ID                EntityID        `json:"id"`
 	CreatedTime       int64           `json:"createdTime"`
@@ -46,6 +48,7 @@ type OtaPackageInfo struct {
 	DeviceProfileID   *EntityID       `json:"deviceProfileId"`
 	Type              string          `json:"type"`
 	Title             string          `json:"title"`
+	Name              string          `json:"name"`
 	Version           string          `json:"version"`
 	Tag               *string         `json:"tag"`
 	URL               *string         `json:"url"`
@@ -60,7 +63,9 @@ type OtaPackageInfo struct {
 }
 
 // SaveOtaPackageInfoRequest is the body of POST /api/otaPackage: the info, and
-// whether the package is a URL instead of uploaded bytes.
+// whether the package is a URL instead of uploaded bytes. As in ThingsBoard,
+// usesUrl only requires a url: a url given without it is kept all the same
+// (ThingsBoard's UI sends url and isURL, never usesUrl).
 type SaveOtaPackageInfoRequest struct {
 	OtaPackageInfo
 	UsesURL bool `json:"usesUrl"`
@@ -79,6 +84,13 @@ type otaRecord struct {
 
 func (r *otaRecord) hasURL() bool   { return r.URL != nil && *r.URL != "" }
 func (r *otaRecord) hasBytes() bool { return r.DataID != uuid.Nil }
+
+// info is the package as the API shows it: a copy, with name the title.
+func (r *otaRecord) info() *OtaPackageInfo {
+	info := r.OtaPackageInfo
+	info.Name = info.Title
+	return &info
+}
 
 var (
 	errOtaTitleTaken     = &Error{Code: CodeBadRequestParams, Msg: "OtaPackage with such title and version already exists!"}
@@ -162,8 +174,16 @@ func (e *Engine) putOta(ctx context.Context, r *otaRecord) error {
 
 // SaveOtaPackageInfo creates a package of p's tenant (zero ID) or updates one
 // (tenant admins only). Only additionalInfo may change on update: title, version,
-// type, tag, profile and URL are fixed, as in ThingsBoard. A URL package
-// (usesUrl) has data at once; any other gets its bytes from SaveOtaPackageData.
+// type, tag, profile and URL are fixed, as in ThingsBoard (saving a package back
+// unchanged is fine). A URL package (a non-blank url, whatever usesUrl says)
+// has data at once; any other gets its bytes from SaveOtaPackageData.
+//
+// A new package of a profile whose deletion is under way is refused, and one
+// whose profile was marked or deleted while it was written is taken back, so
+// that DeleteDeviceProfile, which deletes the profile's packages after the
+// profile, leaves none behind: either this second read of the profile comes
+// before the mark, and then the package was written before the deletion lists
+// the packages, or it comes after and sees the mark (or no profile).
 func (e *Engine) SaveOtaPackageInfo(ctx context.Context, p *Principal, in *SaveOtaPackageInfoRequest) (*OtaPackageInfo, error) {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return nil, err
@@ -182,18 +202,46 @@ func (e *Engine) SaveOtaPackageInfo(ctx context.Context, p *Principal, in *SaveO
 		if err != nil {
 			return nil, err
 		}
-		return &r.OtaPackageInfo, nil
+		return r.info(), nil
+	}
+	if err := e.checkOtaProfileUsable(ctx, in.DeviceProfileID); err != nil {
+		return nil, err
 	}
 	r := &otaRecord{OtaPackageInfo: in.OtaPackageInfo}
 	r.ID = newEntityID(EntityOtaPackage, newID())
 	r.CreatedTime = e.now().UnixMilli()
 	r.TenantID = newEntityID(EntityTenant, p.TenantID)
+	r.Name = r.Title
 	r.HasData = r.hasURL()
 	r.FileName, r.ContentType, r.ChecksumAlgorithm, r.Checksum, r.DataSize = nil, nil, nil, nil, nil
 	if err := e.putOta(ctx, r); err != nil {
 		return nil, err
 	}
-	return &r.OtaPackageInfo, nil
+	if err := e.checkOtaProfileUsable(ctx, r.DeviceProfileID); err != nil {
+		// Taken back; an upload begun meanwhile (the id listed) finds the
+		// package gone and removes its own bytes (SaveOtaPackageData).
+		if derr := e.deleteRecord(ctx, kindOtaPackage, r.ID.ID); derr != nil && !errors.Is(derr, storage.ErrNotFound) {
+			return nil, errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	return r.info(), nil
+}
+
+// checkOtaProfileUsable fails with errOtaBadProfile when the profile a new
+// package names (nil: none) is gone or being deleted (see SaveOtaPackageInfo).
+func (e *Engine) checkOtaProfileUsable(ctx context.Context, profile *EntityID) error {
+	if profile == nil {
+		return nil
+	}
+	ok, err := e.usableProfile(ctx, profile.ID)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errOtaBadProfile
+	}
+	return nil
 }
 
 // checkOtaInfo validates the fields of a saved info (BaseOtaPackageDataValidator).
@@ -213,12 +261,13 @@ func (e *Engine) checkOtaInfo(ctx context.Context, tenant uuid.UUID, in *SaveOta
 	if _, err := ParseOtaType(in.Type); err != nil {
 		return err
 	}
-	if in.UsesURL {
-		if in.URL == nil || strings.TrimSpace(*in.URL) == "" {
-			return errOtaURLBlank
-		}
-	} else {
+	// ThingsBoard keeps the url of the request and checks it only with
+	// usesUrl (BaseOtaPackageService.saveOtaPackageInfo); a blank one is none.
+	if in.URL != nil && strings.TrimSpace(*in.URL) == "" {
 		in.URL = nil
+	}
+	if in.UsesURL && in.URL == nil {
+		return errOtaURLBlank
 	}
 	if in.Tag != nil && *in.Tag == "" {
 		in.Tag = nil
@@ -354,7 +403,7 @@ func (e *Engine) finishOtaData(ctx context.Context, r *otaRecord, dataID uuid.UU
 	if err != nil {
 		return nil, err
 	}
-	return &done.OtaPackageInfo, nil
+	return done.info(), nil
 }
 
 // GetOtaPackageInfo returns a package of p's tenant (tenant admins and customer
@@ -367,7 +416,7 @@ func (e *Engine) GetOtaPackageInfo(ctx context.Context, p *Principal, id uuid.UU
 	if err != nil {
 		return nil, err
 	}
-	return &r.OtaPackageInfo, nil
+	return r.info(), nil
 }
 
 // GetOtaPackage returns a package of p's tenant with its bytes, for
@@ -382,10 +431,10 @@ func (e *Engine) GetOtaPackage(ctx context.Context, p *Principal, id uuid.UUID) 
 		return nil, nil, err
 	}
 	if r.hasURL() || !r.hasBytes() {
-		return &r.OtaPackageInfo, nil, nil
+		return r.info(), nil, nil
 	}
 	d, err := e.otaDownload(r)
-	return &r.OtaPackageInfo, d, err
+	return r.info(), d, err
 }
 
 // ListOtaPackages returns a page of the packages of p's tenant (tenant admins and
@@ -404,11 +453,13 @@ func (e *Engine) ListOtaPackages(ctx context.Context, p *Principal, pl PageLink,
 		if typ != "" && (r.Type != typ || idOf(r.DeviceProfileID) != profileID || !r.HasData) {
 			continue
 		}
-		infos = append(infos, &r.OtaPackageInfo)
+		infos = append(infos, r.info())
 	}
 	return makePage(infos, pl, otaPages)
 }
 
+// otaPages sorts by the columns of ThingsBoard's ota_package; an absent value
+// is NULL there, and sorts as PostgreSQL sorts NULL (nullKey).
 var otaPages = pageSpec[*OtaPackageInfo]{
 	text: func(o *OtaPackageInfo) string { return o.Title },
 	keys: map[string]func(*OtaPackageInfo) sortKey{
@@ -416,19 +467,27 @@ var otaPages = pageSpec[*OtaPackageInfo]{
 		"title":             func(o *OtaPackageInfo) sortKey { return strKey(o.Title) },
 		"version":           func(o *OtaPackageInfo) sortKey { return strKey(o.Version) },
 		"type":              func(o *OtaPackageInfo) sortKey { return strKey(o.Type) },
-		"tag":               func(o *OtaPackageInfo) sortKey { return strKey(strOf(o.Tag)) },
-		"url":               func(o *OtaPackageInfo) sortKey { return strKey(strOf(o.URL)) },
-		"fileName":          func(o *OtaPackageInfo) sortKey { return strKey(strOf(o.FileName)) },
-		"contentType":       func(o *OtaPackageInfo) sortKey { return strKey(strOf(o.ContentType)) },
-		"checksumAlgorithm": func(o *OtaPackageInfo) sortKey { return strKey(strOf(o.ChecksumAlgorithm)) },
-		"checksum":          func(o *OtaPackageInfo) sortKey { return strKey(strOf(o.Checksum)) },
+		"tag":               func(o *OtaPackageInfo) sortKey { return optStrKey(o.Tag) },
+		"url":               func(o *OtaPackageInfo) sortKey { return optStrKey(o.URL) },
+		"fileName":          func(o *OtaPackageInfo) sortKey { return optStrKey(o.FileName) },
+		"contentType":       func(o *OtaPackageInfo) sortKey { return optStrKey(o.ContentType) },
+		"checksumAlgorithm": func(o *OtaPackageInfo) sortKey { return optStrKey(o.ChecksumAlgorithm) },
+		"checksum":          func(o *OtaPackageInfo) sortKey { return optStrKey(o.Checksum) },
 		"dataSize": func(o *OtaPackageInfo) sortKey {
 			if o.DataSize == nil {
-				return numKey(0)
+				return nullKey
 			}
 			return numKey(*o.DataSize)
 		},
 	},
+}
+
+// optStrKey is the sort key of an optional text: nullKey when absent.
+func optStrKey(s *string) sortKey {
+	if s == nil {
+		return nullKey
+	}
+	return strKey(*s)
 }
 
 // DeleteOtaPackage deletes a package of p's tenant with its bytes (tenant admins
@@ -478,6 +537,19 @@ func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUI
 	return e.deleteOtaData(ctx, id)
 }
 
+// removeOtaPackage deletes a package and its bytes unchecked, as
+// DeleteOtaPackage does once its checks passed; a package already gone is no
+// error.
+func (e *Engine) removeOtaPackage(ctx context.Context, id uuid.UUID) error {
+	if err := e.deleteOtaData(ctx, id); err != nil {
+		return err
+	}
+	if err := e.deleteRecord(ctx, kindOtaPackage, id); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return e.deleteOtaData(ctx, id)
+}
+
 // markOtaDeleting sets or clears the deletion mark of a package of tenant,
 // over its latest version, and returns the package as written.
 func (e *Engine) markOtaDeleting(ctx context.Context, tenant, id uuid.UUID, deleting bool) (*otaRecord, error) {
@@ -495,11 +567,31 @@ func (e *Engine) removeOtaPackages(ctx context.Context, tenant uuid.UUID) error 
 		return fmt.Errorf("cannot list the OTA packages of %s: %w", tenant, err)
 	}
 	for _, r := range pkgs {
-		if err := e.deleteOtaData(ctx, r.ID); err != nil {
+		if err := e.removeOtaPackage(ctx, r.ID); err != nil {
 			return err
 		}
-		if err := e.deleteRecord(ctx, kindOtaPackage, r.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return err
+	}
+	return nil
+}
+
+// removeProfileOtaPackages deletes the packages of tenant that name profile,
+// with their bytes, after the profile was deleted: ThingsBoard's
+// fk_device_profile_ota_package ... ON DELETE CASCADE. They need no deletion
+// mark (see DeleteOtaPackage): only the profile and its devices may be given
+// a package of the profile (checkOtaAssignment), the profile is gone and had
+// no devices (DeleteDeviceProfile's own mark-then-check), and a new package of
+// it is refused or taken back (SaveOtaPackageInfo).
+func (e *Engine) removeProfileOtaPackages(ctx context.Context, tenant, profile uuid.UUID) error {
+	pkgs, err := listRecords[otaRecord](ctx, e, kindOtaPackage, tenant)
+	if err != nil {
+		return err
+	}
+	for _, r := range pkgs {
+		if idOf(r.DeviceProfileID) != profile {
+			continue
+		}
+		if err := e.removeOtaPackage(ctx, r.ID.ID); err != nil {
+			return fmt.Errorf("cannot delete OTA package %s of deleted device profile %s: %w", r.ID.ID, profile, err)
 		}
 	}
 	return nil

@@ -30,12 +30,15 @@ type sortKey struct {
 	s    string
 	n    int64
 	num  bool
-	null bool // no value: sorts after every value, as NULL in PostgreSQL
+	null bool // no value: see nullKey
 }
 
 func strKey(s string) sortKey { return sortKey{s: s} }
 func numKey(n int64) sortKey  { return sortKey{n: n, num: true} }
 
+// nullKey is the key of an absent value (NULL in ThingsBoard's tables). It
+// sorts as PostgreSQL's default sorts NULL: after every value ascending,
+// before every value descending (makePage reverses the whole comparison).
 var nullKey = sortKey{null: true}
 
 // pageSpec says how a listed type is searched and sorted.
@@ -49,7 +52,9 @@ type pageSpec[T any] struct {
 
 // makePage filters, sorts and cuts items as pl says. ThingsBoard counts and sorts in
 // SQL; a tenant's records fit in memory here, so this does the same on the slice.
-// Equal keys keep the input order (ascending id from storage).
+// Equal keys keep the input order (ascending id from storage), in either
+// direction; nullKey sorts last ascending and first descending, as PostgreSQL's
+// NULLS LAST / NULLS FIRST defaults.
 func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], error) {
 	if pl.PageSize < 1 {
 		return PageData[T]{}, Errorf(CodeBadRequestParams, "Page size must not be less than one")
@@ -87,6 +92,7 @@ func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], err
 		ka, kb := key(a), key(b)
 		var c int
 		if ka.null || kb.null {
+			// NULL is greater than any value: last ASC, first DESC.
 			c = cmp.Compare(b2i(ka.null), b2i(kb.null))
 		} else if ka.num {
 			c = cmp.Compare(ka.n, kb.n)

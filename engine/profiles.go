@@ -140,7 +140,7 @@ func (e *Engine) defaultProfile(ctx context.Context, tenant uuid.UUID) (*DeviceP
 		if err == nil {
 			return dp, nil
 		}
-		if !errors.Is(err, storage.ErrConflict) && !errors.Is(err, errProfileNameTaken) {
+		if !errors.Is(err, storage.ErrConflict) && !errors.Is(err, errProfileNameTaken) && !errors.Is(err, errProfileOtherDefault) {
 			return nil, err
 		}
 		// Another caller created it at the same time: read theirs.
@@ -589,11 +589,22 @@ func (e *Engine) ListDeviceProfiles(ctx context.Context, p *Principal, pl PageLi
 // (checkDeviceProfileKept). Either the save's second read comes before the
 // mark, and then its device is written before the listing sees it, or it
 // comes after and sees the mark: no device is left with a deleted profile.
+//
+// The OTA packages that name the profile go after it, bytes included
+// (removeProfileOtaPackages), as ThingsBoard's foreign key cascades. A
+// deletion interrupted between the two leaves packages of a profile that is
+// gone: the next deletion of the profile id removes them, and answers 404.
 func (e *Engine) DeleteDeviceProfile(ctx context.Context, p *Principal, id uuid.UUID) error {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return err
 	}
 	if err := e.markProfileDeleting(ctx, p, id, true); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// Only p's tenant's packages: another tenant's profile id finds none.
+			if cerr := e.removeProfileOtaPackages(ctx, p.TenantID, id); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+		}
 		return err
 	}
 	used, err := e.profileInUse(ctx, p.TenantID, id)
@@ -607,7 +618,10 @@ func (e *Engine) DeleteDeviceProfile(ctx context.Context, p *Principal, id uuid.
 		}
 		return err
 	}
-	return notFound(e.deleteRecord(ctx, kindProfile, id))
+	if err := e.deleteRecord(ctx, kindProfile, id); err != nil {
+		return notFound(err)
+	}
+	return e.removeProfileOtaPackages(ctx, p.TenantID, id)
 }
 
 // profileInUse is whether a device of tenant has the profile.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/sluice-iot/sluice/kv"
@@ -29,7 +30,9 @@ const (
 var errProvisionStrategy = &Error{Code: CodeGeneral, Msg: "Invalid provision strategy type!"}
 
 // ProvisionRequest is the body of POST /api/v1/provision. DeviceName is nil when
-// absent, so that an absent name (random) differs from a blank one (FAILURE).
+// absent; absent and empty are alike (a random name for a new device, as
+// ThingsBoard, whose request reads an absent name as ""), a name of spaces
+// only is a FAILURE.
 type ProvisionRequest struct {
 	DeviceName            *string `json:"deviceName"`
 	ProvisionDeviceKey    string  `json:"provisionDeviceKey"`
@@ -58,11 +61,13 @@ func provisionFailed(msg string) *ProvisionResult {
 // ProvisionDevice provisions a device with the key and secret of a device profile
 // (compat §4). Outcomes the device should see are a result; an error means the
 // request could not be processed (storage, or a profile whose strategy cannot be
-// used here). Only ACCESS_TOKEN credentials are provisioned: other types are a
-// FAILURE saying so.
+// used here). Only ACCESS_TOKEN credentials are created: asking a new device for
+// another type is a FAILURE saying so. A pre-provisioned device gets the
+// credentials it has whatever credentialsType says, as in ThingsBoard
+// (DeviceProvisionServiceImpl.processProvision does not read it).
 func (e *Engine) ProvisionDevice(ctx context.Context, req *ProvisionRequest) (*ProvisionResult, error) {
 	var name string
-	if req.DeviceName != nil {
+	if req.DeviceName != nil && *req.DeviceName != "" {
 		if name = strings.TrimSpace(*req.DeviceName); name == "" {
 			return provisionFailed(provisionFailureMsg), nil
 		}
@@ -82,11 +87,11 @@ func (e *Engine) ProvisionDevice(ctx context.Context, req *ProvisionRequest) (*P
 		!sameSecret(secretHash(req.ProvisionDeviceSecret), secretHash(*secret)) {
 		return provisionNotFound(), nil
 	}
-	if req.CredentialsType != "" && req.CredentialsType != CredentialsAccessToken {
-		return provisionFailed(provisionTokenOnly + req.CredentialsType + " is not supported"), nil
-	}
 	switch dp.ProvisionType {
 	case ProvisionAllowCreate:
+		if req.CredentialsType != "" && req.CredentialsType != CredentialsAccessToken {
+			return provisionFailed(provisionTokenOnly + req.CredentialsType + " is not supported"), nil
+		}
 		return e.provisionNew(ctx, dp, name, req)
 	case ProvisionCheckPre:
 		return e.provisionExisting(ctx, dp, name)
@@ -118,7 +123,9 @@ func (e *Engine) provisionNew(ctx context.Context, dp *DeviceProfile, name strin
 }
 
 // provisionExisting hands out the credentials of a device pre-created in a
-// CHECK_PRE_PROVISIONED_DEVICES profile, once. Two concurrent requests for the
+// CHECK_PRE_PROVISIONED_DEVICES profile, once: a device with any server
+// attribute provisionState is a FAILURE, as in ThingsBoard (which logs a
+// state other than "provisioned" as unknown). Two concurrent requests for the
 // same device may both succeed; both receive the same token.
 func (e *Engine) provisionExisting(ctx context.Context, dp *DeviceProfile, name string) (*ProvisionResult, error) {
 	if name == "" {
@@ -138,7 +145,7 @@ func (e *Engine) provisionExisting(ctx context.Context, dp *DeviceProfile, name 
 	if err != nil {
 		return nil, err
 	}
-	if len(state) > 0 && state[0].Value.Text() == provisionedState {
+	if slices.ContainsFunc(state, func(a kv.Entry) bool { return a.Key == provisionStateKey }) {
 		return provisionFailed(provisionFailureMsg), nil
 	}
 	return e.markProvisioned(ctx, d)

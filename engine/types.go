@@ -2,6 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/google/uuid"
 )
@@ -136,10 +139,76 @@ const (
 	ProvisionX509Chain = "X509_CERTIFICATE_CHAIN"
 )
 
-// ProvisionConfiguration is the provisioning part of DeviceProfileData.
+// ProvisionConfiguration is the provisioning part of DeviceProfileData. The
+// fields Sluice does not read (X509_CERTIFICATE_CHAIN's certificateRegExPattern
+// and allowCreateNewDevicesByX509Certificate, any other) are kept verbatim in
+// Other, so a profile saved and read back keeps them.
 type ProvisionConfiguration struct {
 	Type                  string  `json:"type"`
 	ProvisionDeviceSecret *string `json:"provisionDeviceSecret"`
+	// Other holds the other fields by name, each as its JSON text.
+	Other map[string]json.RawMessage `json:"-"`
+}
+
+// UnmarshalJSON reads type and provisionDeviceSecret, and keeps every other
+// field in Other. null leaves c as it is.
+func (c *ProvisionConfiguration) UnmarshalJSON(b []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	if fields == nil { // null
+		return nil
+	}
+	var out ProvisionConfiguration
+	if v, ok := fields["type"]; ok {
+		if err := json.Unmarshal(v, &out.Type); err != nil {
+			return fmt.Errorf("provisionConfiguration.type: %w", err)
+		}
+		delete(fields, "type")
+	}
+	if v, ok := fields["provisionDeviceSecret"]; ok {
+		if err := json.Unmarshal(v, &out.ProvisionDeviceSecret); err != nil {
+			return fmt.Errorf("provisionConfiguration.provisionDeviceSecret: %w", err)
+		}
+		delete(fields, "provisionDeviceSecret")
+	}
+	if len(fields) > 0 {
+		out.Other = fields
+	}
+	*c = out
+	return nil
+}
+
+// MarshalJSON writes type, provisionDeviceSecret, then the other fields in
+// the order of their names.
+func (c ProvisionConfiguration) MarshalJSON() ([]byte, error) {
+	b := []byte(`{"type":`)
+	t, err := json.Marshal(c.Type)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, t...)
+	s, err := json.Marshal(c.ProvisionDeviceSecret)
+	if err != nil {
+		return nil, err
+	}
+	b = append(append(b, `,"provisionDeviceSecret":`...), s...)
+	for _, name := range slices.Sorted(maps.Keys(c.Other)) {
+		if name == "type" || name == "provisionDeviceSecret" {
+			continue
+		}
+		k, err := json.Marshal(name)
+		if err != nil {
+			return nil, err
+		}
+		v := c.Other[name]
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		b = append(append(append(append(b, ','), k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 // DeviceProfileData is the profileData of a device profile. The parts Sluice does
