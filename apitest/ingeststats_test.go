@@ -83,7 +83,7 @@ func TestIngestStats(t *testing.T) {
 	n.must(200, "POST", "/api/plugins/telemetry/DEVICE/"+id+"/timeseries/ANY", `{"r":1}`, auth) // REST writes count too
 	n.must(400, "POST", telemetry, `{"a":`)
 	n.must(400, "POST", telemetry, `{"a":`)
-	n.must(415, "POST", telemetry, `a,b`, "Content-Type: text/csv")
+	n.must(415, "POST", telemetry, `{"a":1}`, "Content-Encoding: br")
 	n.must(413, "POST", telemetry, gzipBody(t, `{"big":"`+strings.Repeat("x", 8192)+`"}`), "Content-Encoding: gzip")
 	n.must(401, "POST", "/api/v1/NO_SUCH_TOKEN/telemetry", `{"a":1}`) // no device: not counted
 	// Embedded: points are stored when acknowledged.

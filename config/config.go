@@ -127,6 +127,24 @@ type HTTP struct {
 	// budget per address and the logs then count the client, not the proxy.
 	// Empty: the peer of the connection is the client.
 	TrustedProxies string `yaml:"trusted_proxies" env:"SLUICE_TRUSTED_PROXIES"`
+	// CORSAllowedOrigins lists the origins (scheme://host[:port], comma-separated)
+	// whose browser pages may call /api/; "*" is any (ThingsBoard's default),
+	// "none" turns CORS off.
+	CORSAllowedOrigins string `yaml:"cors_allowed_origins" env:"SLUICE_CORS_ALLOWED_ORIGINS"`
+	// MaxHeaderSize bounds a request's line and headers together, in bytes
+	// (431 past it); every connection holds a buffer of this size.
+	MaxHeaderSize int `yaml:"max_header_size" env:"SLUICE_HTTP_MAX_HEADER_SIZE"`
+}
+
+// CORSOrigins parses CORSAllowedOrigins: nil when CORS is off.
+func (h HTTP) CORSOrigins() []string {
+	var out []string
+	for f := range strings.SplitSeq(h.CORSAllowedOrigins, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != "none" {
+			out = append(out, strings.TrimSuffix(f, "/"))
+		}
+	}
+	return out
 }
 
 // Proxies parses TrustedProxies.
@@ -215,7 +233,8 @@ type Log struct {
 func Default() Config {
 	return Config{
 		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000, ReadTimeout: 30000, IdleTimeout: 120000,
-			HeaderTimeout: 10000, WriteTimeout: 30000, LongPollMaxPerNode: 20000, LongPollMaxPerDevice: 8},
+			HeaderTimeout: 10000, WriteTimeout: 30000, LongPollMaxPerNode: 20000, LongPollMaxPerDevice: 8,
+			CORSAllowedOrigins: "*", MaxHeaderSize: 8192},
 		Data: Data{Dir: "./data"},
 		Auth: Auth{
 			TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io",
@@ -340,6 +359,7 @@ func (c Config) Validate() error {
 		{"SLUICE_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout},
 		{"SLUICE_HTTP_HEADER_TIMEOUT", c.HTTP.HeaderTimeout},
 		{"SLUICE_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout},
+		{"SLUICE_HTTP_MAX_HEADER_SIZE", c.HTTP.MaxHeaderSize},
 		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
 		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
 		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},

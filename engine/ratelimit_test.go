@@ -193,8 +193,13 @@ func TestTenantProfileValidation(t *testing.T) {
 	f(`{"rpcTtlDays":9223372036854775807}`, 0) // capped, not overflowed
 	f(`{"rpcTtlDays":-1}`, CodeBadRequestParams)
 	f(`{"rpcTtlDays":1.5}`, CodeBadRequestParams)
+	// A mistyped field is named, without the decoder's position dump.
+	_, err := te.SaveTenantProfile(ctx, sys, &TenantProfile{Name: "typed", ProfileData: TenantProfileData{Configuration: json.RawMessage(`{"transportTenantMsgRateLimit":5}`)}})
+	if err == nil || err.Error() != "Invalid tenant profile configuration: transportTenantMsgRateLimit must be a string, not a number" {
+		t.Fatalf("mistyped field: %v", err)
+	}
 
-	_, err := te.SaveTenantProfile(ctx, te.tenantAdmin(t), &TenantProfile{Name: "x"})
+	_, err = te.SaveTenantProfile(ctx, te.tenantAdmin(t), &TenantProfile{Name: "x"})
 	wantCode(t, err, CodePermissionDenied)
 	_, err = te.SaveTenantProfile(ctx, sys, &TenantProfile{Name: " "})
 	wantCode(t, err, CodeBadRequestParams)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"time"
 
@@ -103,7 +104,17 @@ func parseLimits(conf json.RawMessage) (*tenantLimits, error) {
 	}
 	var f limitFields
 	if err := sonic.Unmarshal(conf, &f); err != nil {
-		return nil, Errorf(CodeBadRequestParams, "Invalid tenant profile configuration: %v", err)
+		// sonic's error quotes the decoder's position dump: name the field
+		// instead, as encoding/json finds it.
+		var te *json.UnmarshalTypeError
+		if errors.As(json.Unmarshal(conf, &f), &te) && te.Field != "" {
+			want := "string"
+			if te.Type.Kind() != reflect.String {
+				want = "integer"
+			}
+			return nil, Errorf(CodeBadRequestParams, "Invalid tenant profile configuration: %s must be a %s, not a %s", te.Field, want, te.Value)
+		}
+		return nil, Errorf(CodeBadRequestParams, "Invalid tenant profile configuration")
 	}
 	l := &tenantLimits{}
 	for _, x := range []struct {

@@ -26,7 +26,7 @@ import (
 // decodeTelemetry decodes the telemetry body of ctx into b.entries. On failure
 // it has answered the request (400, 413 or 415) and returns false.
 func (s *Server) decodeTelemetry(ctx *fasthttp.RequestCtx, b *batch, strict bool) bool {
-	body, dec, ok := s.requestBody(ctx, b)
+	body, dec, ok := s.requestBody(ctx, b, strict)
 	if !ok {
 		return false
 	}
@@ -41,7 +41,7 @@ func (s *Server) decodeTelemetry(ctx *fasthttp.RequestCtx, b *batch, strict bool
 
 // decodeAttributes is decodeTelemetry for an attributes body.
 func (s *Server) decodeAttributes(ctx *fasthttp.RequestCtx, b *batch, strict bool) bool {
-	body, dec, ok := s.requestBody(ctx, b)
+	body, dec, ok := s.requestBody(ctx, b, strict)
 	if !ok {
 		return false
 	}
@@ -56,9 +56,15 @@ func (s *Server) decodeAttributes(ctx *fasthttp.RequestCtx, b *batch, strict boo
 
 // requestBody returns the body of ctx without its Content-Encoding, and the
 // decoder of its Content-Type. A decompressed body lives in b.body, so
-// entries that alias it are valid until b is reset.
-func (s *Server) requestBody(ctx *fasthttp.RequestCtx, b *batch) ([]byte, codec.Decoder, bool) {
+// entries that alias it are valid until b is reset. A REST body (strict) of a
+// type without a decoder is 415, as Spring answers a @RequestBody JsonNode; a
+// device's is read as JSON, as ThingsBoard's device API takes a String body
+// of any type (firmware sends what it sends).
+func (s *Server) requestBody(ctx *fasthttp.RequestCtx, b *batch, strict bool) ([]byte, codec.Decoder, bool) {
 	dec, err := codec.DecoderFor(ctx.Request.Header.ContentType())
+	if _, unknown := err.(*codec.UnsupportedTypeError); unknown && !strict {
+		dec, err = codec.JSON, nil
+	}
 	if err != nil {
 		s.fail(ctx, err)
 		return nil, nil, false

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -46,10 +45,7 @@ func (s *Server) postClaim(ctx *fasthttp.RequestCtx) {
 // {"device","response":"SUCCESS"}, or 400 with the JSON string "FAILURE" or
 // "CLAIMED" as ThingsBoard answers.
 func (s *Server) claimDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	name, ok := s.deviceNameParam(ctx)
-	if !ok {
-		return
-	}
+	name := pathParam(ctx, "deviceName") // decoded: device names often hold spaces
 	s.withBody(ctx, s.maxBodySize(), func(body []byte) {
 		req, err := parseClaimRequest(body, s.cfg.Limits)
 		if err != nil {
@@ -73,20 +69,7 @@ func (s *Server) claimDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 
 // reclaimDevice is DELETE /api/customer/device/{deviceName}/claim: 200 empty.
 func (s *Server) reclaimDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	if name, ok := s.deviceNameParam(ctx); ok {
-		s.done(ctx, s.eng.ReclaimDevice(s.ctx, p, name))
-	}
-}
-
-// deviceNameParam is the {deviceName} path segment, percent-decoded: the router
-// matches the raw path, and device names often hold spaces.
-func (s *Server) deviceNameParam(ctx *fasthttp.RequestCtx) (string, bool) {
-	name, err := url.PathUnescape(pathParam(ctx, "deviceName"))
-	if err != nil {
-		s.fail(ctx, engine.Errorf(engine.CodeBadRequestParams, "Invalid device name in the path"))
-		return "", false
-	}
-	return name, true
+	s.done(ctx, s.eng.ReclaimDevice(s.ctx, p, pathParam(ctx, "deviceName")))
 }
 
 // claimRequest is the body of both claim requests; the customer side uses only

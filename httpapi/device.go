@@ -70,8 +70,7 @@ func (s *Server) device(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
 // deviceOfToken authenticates without counting: the writes count their data
 // points once decoded.
 func (s *Server) deviceOfToken(ctx *fasthttp.RequestCtx) (*engine.Device, bool) {
-	token, _ := ctx.UserValue("token").(string)
-	dev, err := s.eng.DeviceByToken(s.ctx, token)
+	dev, err := s.eng.DeviceByToken(s.ctx, pathParam(ctx, "token"))
 	if err != nil {
 		s.fail(ctx, err)
 		return nil, false

@@ -427,11 +427,11 @@ func requiredIntParam(ctx *fasthttp.RequestCtx, name string) (int, bool) {
 		return 0, false
 	}
 	raw := string(args.Peek(name))
-	n, err := strconv.Atoi(raw)
+	n, err := strconv.ParseInt(raw, 10, 32) // a Java int
 	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
 			"Failed to convert value of type 'java.lang.String' to required type 'int'; For input string: \""+raw+"\"")
 		return 0, false
 	}
-	return n, true
+	return int(n), true
 }

@@ -404,3 +404,15 @@ func TestDeviceInfoRoutes(t *testing.T) {
 	n.expect("POST", "/api/device?nameConflictPolicy=MAYBE", ta, map[string]string{"name": "x"}, 400, "Invalid nameConflictPolicy: MAYBE (expected FAIL or UNIQUIFY)")
 	n.expect("POST", "/api/device-with-credentials", ta, map[string]any{"device": map[string]string{"name": "y"}}, 400, "Validation error: credentials must not be null")
 }
+
+// TestPercentEncodedPath: path segments are decoded after routing, as Spring
+// decodes a @PathVariable, so a token a client must encode still works.
+func TestPercentEncodedPath(t *testing.T) {
+	n := startTestNode(t)
+	ta := n.tenant()
+	n.expect("POST", "/api/device?accessToken="+url.QueryEscape("tök|en"), ta, map[string]string{"name": "encoded"}, 200, "")
+	n.expect("POST", "/api/v1/t%C3%B6k%7Cen/telemetry", "", `{"a":1}`, 200, "")
+	n.expect("POST", "/api/v1/DHT11%5FDEMO_TOKEN/telemetry", "", `{"a":1}`, 200, "")
+	n.expect("POST", "/api/v1/t%C3%B6k%7Cen%2Fx/telemetry", "", `{"a":1}`, 401, "") // an encoded slash stays in the token
+	n.expect("GET", "/api/device/"+strings.Replace(n.Demo.DemoDeviceID.String(), "-", "%2D", 1), ta, nil, 200, "")
+}

@@ -43,6 +43,9 @@ type Config struct {
 	// TrustedProxies are the load balancers whose X-Forwarded-For names the
 	// client (clientAddr).
 	TrustedProxies []netip.Prefix
+	// CORSOrigins may call /api/ from a browser page of another origin: "*" any,
+	// none (nil) no CORS (cors.go).
+	CORSOrigins []string
 }
 
 // Server serves the HTTP APIs of one node.
@@ -91,7 +94,7 @@ func (s *Server) Close() { s.stopPolls() }
 
 // Handler returns the request handler with every route.
 func (s *Server) Handler() fasthttp.RequestHandler {
-	return s.instrument(headAsGet(s.routes().Handler))
+	return s.instrument(s.cors(headAsGet(s.routes().Handler)))
 }
 
 // headAsGet answers HEAD wherever GET is routed, as HTTP requires (load

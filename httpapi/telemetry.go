@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,8 +56,17 @@ func (s *Server) entity(ctx *fasthttp.RequestCtx, p *engine.Principal, entityTyp
 	return id, tenantID, true
 }
 
+// pathParam is a path segment, percent-decoded as Spring decodes a
+// @PathVariable: the router matches the raw path (so an encoded "/" stays in
+// its segment), and clients encode what a URL cannot hold (a token "tök|en" is
+// sent as t%C3%B6k%7Cen). A malformed escape is kept as it came.
 func pathParam(ctx *fasthttp.RequestCtx, name string) string {
 	v, _ := ctx.UserValue(name).(string)
+	if strings.IndexByte(v, '%') >= 0 {
+		if d, err := url.PathUnescape(v); err == nil {
+			return d
+		}
+	}
 	return v
 }
 

@@ -728,8 +728,10 @@ func (s *Spool) writable() error {
 // failed fsync), or nil. It is storage.ErrUnavailable: 503, and /healthz
 // reports it.
 func (s *Spool) Failed() error {
-	if e := s.syncErr.Load(); e != nil {
-		return fmt.Errorf("%w: a sync of the telemetry spool failed, so what it holds on disk is uncertain; restart the node (%w)", storage.ErrUnavailable, *e)
+	if s.syncErr.Load() != nil {
+		// The OS error (a file path, an errno) is in the log, not here: this
+		// text is what /healthz and every refused device are told.
+		return fmt.Errorf("%w: a sync of the telemetry spool failed, so what it holds on disk is uncertain; restart the node (its log names the error)", storage.ErrUnavailable)
 	}
 	return nil
 }
@@ -750,7 +752,9 @@ func (s *Spool) Writable() error {
 func (s *Spool) rotate() error {
 	old := s.active
 	if err := syncData(old.f); err != nil {
-		s.syncErr.CompareAndSwap(nil, &err)
+		if s.syncErr.CompareAndSwap(nil, &err) {
+			s.log.Error("telemetry spool: fsync failed; refusing writes until restart", "err", err)
+		}
 		return err
 	}
 	storeMax(&old.durable, old.size)
@@ -783,8 +787,9 @@ func (s *Spool) sync(seg *segment, end int64) error {
 		// After a failed fsync the kernel may have dropped the pages it could
 		// not write and report the next one clean: take no more writes (as
 		// Pebble and PostgreSQL do); a restart recovers what is on disk.
-		s.syncErr.CompareAndSwap(nil, &err)
-		s.log.Error("telemetry spool: fsync failed; refusing writes until restart", "err", err)
+		if s.syncErr.CompareAndSwap(nil, &err) {
+			s.log.Error("telemetry spool: fsync failed; refusing writes until restart", "err", err)
+		}
 		return err
 	}
 	storeMax(&seg.durable, target)

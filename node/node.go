@@ -3,12 +3,14 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -101,6 +103,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	})
 	api := httpapi.New(httpapi.Config{
 		TrustedProxies:     proxies,
+		CORSOrigins:        cfg.HTTP.CORSOrigins(),
 		MaxBodySize:        cfg.Limits.MaxBodySize,
 		LongPollMaxTimeout: time.Duration(cfg.HTTP.LongPollMaxTimeout) * time.Millisecond,
 		ReportThreads:      cfg.Analytics.ReportThreads,
@@ -135,10 +138,31 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		ErrorHandler:       api.ErrorHandler,
 		Name:               "Sluice",
 		MaxRequestBodySize: cfg.Limits.MaxBodySize,
-		ReadTimeout:        time.Duration(cfg.HTTP.HeaderTimeout) * time.Millisecond,
-		HeaderReceived:     func(*fasthttp.RequestHeader) fasthttp.RequestConfig { return bodyTimeout },
-		WriteTimeout:       time.Duration(cfg.HTTP.WriteTimeout) * time.Millisecond,
-		IdleTimeout:        time.Duration(cfg.HTTP.IdleTimeout) * time.Millisecond,
+		// fasthttp's default of 4 KiB for the request line and headers is half
+		// of Tomcat's (ThingsBoard's): a read of many keys in its URL, or a
+		// browser's cookies, would be 431 here only.
+		ReadBufferSize: cfg.HTTP.MaxHeaderSize,
+		ReadTimeout:    time.Duration(cfg.HTTP.HeaderTimeout) * time.Millisecond,
+		HeaderReceived: func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+			// A message with both Content-Length and chunked encoding is read
+			// as chunked (RFC 9112 §6.3), but a proxy in front may have read
+			// it by its length: the connection closes after the answer, so
+			// the two cannot disagree about where the next request starts.
+			if h.ContentLength() == -1 && hasContentLength(h.RawHeaders()) {
+				h.SetConnectionClose()
+			}
+			return bodyTimeout
+		},
+		// "Expect: 100-continue" with a body over the limit is refused before
+		// the client sends it (fasthttp would invite the body, then 413).
+		ExpectHandler: func(ctx *fasthttp.RequestCtx) int {
+			if ctx.Request.Header.ContentLength() > cfg.Limits.MaxBodySize {
+				return fasthttp.StatusRequestEntityTooLarge
+			}
+			return fasthttp.StatusContinue
+		},
+		WriteTimeout: time.Duration(cfg.HTTP.WriteTimeout) * time.Millisecond,
+		IdleTimeout:  time.Duration(cfg.HTTP.IdleTimeout) * time.Millisecond,
 		// Responses written while shutting down close their connection, so a client
 		// reconnects (to another node) instead of reusing it.
 		CloseOnShutdown: true,
@@ -211,10 +235,41 @@ func (n *Node) health() error {
 
 var errNotReady = errors.New("Node is starting")
 
+// hasContentLength tells whether raw request headers hold Content-Length.
+func hasContentLength(raw []byte) bool {
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if ok && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")) {
+			return true
+		}
+	}
+	return false
+}
+
 type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
-	l.log.Warn("http server", "msg", fmt.Sprintf(format, args...))
+	l.log.Warn("http server", "msg", redactQuoted(fmt.Sprintf(format, args...)))
+}
+
+// quoted matches a %q-quoted string; address is what fasthttp quotes of a
+// connection ("127.0.0.1:8080<->127.0.0.1:5555").
+var (
+	quoted  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	address = regexp.MustCompile(`^"[0-9A-Za-z.:\[\]%]*(<->[0-9A-Za-z.:\[\]%]*)?"$`)
+)
+
+// redactQuoted drops every quoted string but addresses from a fasthttp log
+// line. SecureErrorLogMessage does not cover them all: fasthttp 1.74 quotes
+// the whole buffered request (device token in the path, X-Authorization) in
+// the error of a request line it cannot parse.
+func redactQuoted(msg string) string {
+	return quoted.ReplaceAllStringFunc(msg, func(q string) string {
+		if address.MatchString(q) {
+			return q
+		}
+		return `"[redacted]"`
+	})
 }
 
 func backendName(cfg config.Config) string {

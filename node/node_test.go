@@ -46,6 +46,9 @@ func TestUnparsedRequestLogsNoSecrets(t *testing.T) {
 	for _, raw := range []string{
 		"GET /api/v1/SECRET_DEVICE_TOKEN/attributes HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
 		"POST /api/device HTTP/1.1\r\nHost: x\r\nX-Authorization: ApiKey tb_SECRETKEY\r\nContent-Length: abc\r\n\r\n",
+		// No HTTP version: fasthttp 1.74 quotes the whole head in its error,
+		// SecureErrorLogMessage or not.
+		"POST /api/v1/SECRET_DEVICE_TOKEN/telemetry\r\nX-Authorization: Bearer SECRETKEY\r\n\r\n",
 	} {
 		c, err := net.Dial("tcp", n.Addr().String())
 		if err != nil {
@@ -84,4 +87,69 @@ func startLogged(t *testing.T) (*Node, *testenv.Buffer) {
 		t.Fatal(err)
 	}
 	return n, logs
+}
+
+func TestRedactQuoted(t *testing.T) {
+	in := `error when serving connection "127.0.0.1:8080<->127.0.0.1:5555": cannot find whitespace in the first line of request "POST /api/v1/TOKEN/telemetry\r\nX-Authorization: Bearer \"JWT\"": buffer size=85`
+	want := `error when serving connection "127.0.0.1:8080<->127.0.0.1:5555": cannot find whitespace in the first line of request "[redacted]": buffer size=85`
+	if got := redactQuoted(in); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// roundTrip sends raw on a new connection and reads until the server closes
+// it or 2 s pass.
+func roundTrip(t *testing.T, n *Node, raw string) (answer string, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", n.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	return string(b), err == nil // EOF: closed; a timeout: kept open
+}
+
+// TestContentLengthAndChunked: a request with both framings is answered, then
+// its connection closed, so nothing after it is read as another request.
+func TestContentLengthAndChunked(t *testing.T) {
+	n, _ := startLogged(t)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	}()
+	smuggle := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	answer, closed := roundTrip(t, n, smuggle)
+	if !closed || strings.Count(answer, "HTTP/1.1 ") != 1 || strings.Contains(answer, `"UP"`) {
+		t.Fatalf("closed %v, answer:\n%s", closed, answer)
+	}
+	// Chunked alone keeps its connection.
+	plain := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	if answer, _ := roundTrip(t, n, plain); !strings.Contains(answer, `"UP"`) {
+		t.Fatalf("chunked alone:\n%s", answer)
+	}
+}
+
+// TestExpectContinueTooLarge: a body announced over the limit is refused
+// before the client sends it.
+func TestExpectContinueTooLarge(t *testing.T) {
+	n, _ := startLogged(t)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	}()
+	big := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 999999999\r\n\r\n"
+	if answer, _ := roundTrip(t, n, big); !strings.HasPrefix(answer, "HTTP/1.1 413") || strings.Contains(answer, "100 Continue") {
+		t.Fatalf("answer:\n%s", answer)
+	}
+	small := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+	if answer, _ := roundTrip(t, n, small); !strings.HasPrefix(answer, "HTTP/1.1 100 Continue") {
+		t.Fatalf("answer:\n%s", answer)
+	}
 }
