@@ -264,8 +264,22 @@ func (e *Engine) ensureUser(ctx context.Context, u *User, password string) (crea
 }
 
 // ensureDevice creates the named device of tenant with token unless it exists, and
-// returns its id and current token.
+// returns its id and current token. Another node starting on the same store may
+// create it meanwhile (its name or token is then taken): look again.
 func (e *Engine) ensureDevice(ctx context.Context, tenant, customer uuid.UUID, name, token string) (uuid.UUID, string, error) {
+	var err error
+	for range 3 {
+		var id uuid.UUID
+		var current string
+		id, current, err = e.ensureDeviceOnce(ctx, tenant, customer, name, token)
+		if !errors.Is(err, errDeviceNameTaken) && !errors.Is(err, errTokenTaken) {
+			return id, current, err
+		}
+	}
+	return uuid.Nil, "", err
+}
+
+func (e *Engine) ensureDeviceOnce(ctx context.Context, tenant, customer uuid.UUID, name, token string) (uuid.UUID, string, error) {
 	d, err := lookupRecord[Device](ctx, e, kindDevice, deviceNameKey(tenant, name))
 	if errors.Is(err, storage.ErrNotFound) {
 		d, err = e.saveDevice(ctx, tenant, &Device{Name: name, CustomerID: newEntityID(EntityCustomer, customer)}, token)

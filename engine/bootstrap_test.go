@@ -249,3 +249,28 @@ func TestBootstrapSysadminCompleted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBootstrapDemoConcurrentNodes: nodes loading the demo data together on an
+// empty store all start, and the data is there once.
+func TestBootstrapDemoConcurrentNodes(t *testing.T) {
+	for round := range 5 {
+		db := openDB(t)
+		ctx := context.Background()
+		cfg := Config{BcryptCost: bcrypt.MinCost, JWTSigningKey: []byte("shared-signing-key-0123456789abcdef")}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if _, err := New(db, cfg).Bootstrap(ctx, true, ""); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			})
+		}
+		wg.Wait()
+		e := New(db, cfg)
+		for _, tok := range []string{DemoDeviceToken, DemoCustomerDeviceToken} {
+			if _, err := e.DeviceByToken(ctx, tok); err != nil {
+				t.Fatalf("round %d: %s: %v", round, tok, err)
+			}
+		}
+	}
+}

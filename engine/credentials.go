@@ -70,6 +70,14 @@ func (e *Engine) createCredentials(ctx context.Context, tenant, deviceID uuid.UU
 		Version:         1,
 	}
 	if err := e.putCredentials(ctx, tenant, c); err != nil {
+		// The same token given to this device meanwhile is no conflict: another
+		// node's bootstrap found the device half-created by this one and
+		// completed it (ensureDevice).
+		if errors.Is(err, errTokenTaken) {
+			if cur, cerr := e.credentialsOf(ctx, deviceID); cerr == nil && cur.CredentialsID == token {
+				return cur, nil
+			}
+		}
 		return nil, err
 	}
 	return c, nil

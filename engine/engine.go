@@ -84,7 +84,7 @@ type Engine struct {
 	now   func() time.Time
 
 	// tokens caches access token → device for the device API (see tokencache.go).
-	tokens ttlCache[string, *Device]
+	tokens tokenCache
 
 	// users caches user id → *userState and apiKeys SHA-256 hex → *apiKeyRecord
 	// for REST authentication (see authcache.go).

@@ -10,13 +10,14 @@ import (
 // Cache eviction across nodes. Every node caches tokens, users and API keys for a
 // short TTL; a change on one node evicts there at once and is published on the
 // notifier so every other node evicts too (well within a second). The messages
-// carry no secret: a user id, an API key's SHA-256, or "all device tokens".
+// carry no secret: a user id, an API key's SHA-256, a device token's HMAC.
 const evictTopic = "engine:evict"
 
 const (
-	evictTokens = 't' // every device token (tokens are secrets: never published)
-	evictUser   = 'u' // one user id
-	evictAPIKey = 'k' // one API key hash
+	evictTokens    = 't' // every device token: what older nodes publish for one (a rolling upgrade)
+	evictTokenHash = 'h' // one device token, by tokenHash
+	evictUser      = 'u' // one user id
+	evictAPIKey    = 'k' // one API key hash
 )
 
 // subscribeEvictions makes remote changes evict here. A reset of the subscription
@@ -33,6 +34,8 @@ func (e *Engine) onEvict(msg []byte) {
 	switch msg[0] {
 	case evictTokens:
 		e.clearTokens()
+	case evictTokenHash:
+		e.tokens.evictHash(key)
 	case evictUser:
 		if id, err := uuid.Parse(key); err == nil {
 			e.users.evict(id)

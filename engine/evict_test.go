@@ -69,3 +69,54 @@ func TestEvictionReachesOtherNodes(t *testing.T) {
 		t.Fatalf("node A still accepts a JWT issued before the password change: %v", err)
 	}
 }
+
+// TestTokenEvictionIsPerToken: a device change evicts that device's token on
+// every node, not every token (which made each save cost every node a storage
+// read per device request).
+func TestTokenEvictionIsPerToken(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	bus := notify.NewLocal()
+	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
+		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: bus}
+	a, b := New(db, cfg), New(db, cfg)
+	demo, err := a.Bootstrap(ctx, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{demo.DemoDeviceToken, DemoCustomerDeviceToken} {
+		if _, err := a.DeviceByToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cached := func(tok string) bool {
+		_, ok := a.tokens.m.Load(tok)
+		return ok
+	}
+	access, _, err := b.Login(ctx, DemoTenantAdminEmail, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Authenticate(ctx, "Bearer "+access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.GetDevice(ctx, p, demo.DemoDeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Label = "relabelled"
+	if _, err := b.SaveDevice(ctx, p, d, ""); err != nil {
+		t.Fatal(err)
+	}
+	if cached(demo.DemoDeviceToken) || !cached(DemoCustomerDeviceToken) {
+		t.Fatalf("after a save on B: demo token cached %v, other token cached %v", cached(demo.DemoDeviceToken), cached(DemoCustomerDeviceToken))
+	}
+	if got, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); err != nil || got.Label != "relabelled" {
+		t.Fatalf("node A reads %+v %v", got, err)
+	}
+}

@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -36,6 +40,7 @@ func (e *Engine) DeviceByToken(ctx context.Context, token string) (*Device, erro
 			// Credentials whose device is gone (a half-finished create or delete) are dead.
 			return nil, ifNotFound(err, errInvalidToken)
 		}
+		e.tokens.hashes.Store(e.tokenHash(token), token) // for evictions published by hash
 		return d, nil
 	})
 	if err != nil {
@@ -45,15 +50,43 @@ func (e *Engine) DeviceByToken(ctx context.Context, token string) (*Device, erro
 	return d, nil
 }
 
-// evictToken forgets a token here and makes every other node drop its token
-// cache (the token itself is never published). Call it after the change is in storage.
+// tokenCache is the device token cache, with the tokens it holds by their
+// hash: another node publishes the hash of a token to evict, never the token.
+type tokenCache struct {
+	ttlCache[string, *Device]
+	hashes sync.Map // tokenHash → token
+}
+
+// evictHash forgets the token of hash h, if it is cached here.
+func (c *tokenCache) evictHash(h string) {
+	if token, ok := c.hashes.LoadAndDelete(h); ok {
+		c.evict(token.(string))
+	}
+}
+
+// tokenHash names a token in an eviction: HMAC-SHA256 under the JWT signing
+// key, which every node of a cluster shares, so that the notifier's traffic
+// does not give away even a guessable token.
+func (e *Engine) tokenHash(token string) string {
+	m := hmac.New(sha256.New, e.cfg.JWTSigningKey)
+	m.Write([]byte(token))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// evictToken forgets a token here and on every other node. Call it after the
+// change is in storage.
 func (e *Engine) evictToken(token string) {
+	h := e.tokenHash(token)
+	e.tokens.hashes.Delete(h)
 	e.tokens.evict(token)
-	e.publishEviction(evictTokens, "")
+	e.publishEviction(evictTokenHash, h)
 }
 
 // clearTokens forgets every cached token on this node.
-func (e *Engine) clearTokens() { e.tokens.clear() }
+func (e *Engine) clearTokens() {
+	e.tokens.clear()
+	e.tokens.hashes.Clear()
+}
 
 // evictDevice forgets the token of a device whose record changed.
 func (e *Engine) evictDevice(ctx context.Context, deviceID uuid.UUID) error {
