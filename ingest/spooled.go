@@ -32,6 +32,13 @@ type LatestStore interface {
 	// and returns them. ver is the delete's version: for a while, an
 	// UpdateLatest of an older row in the range, still in flight, is ignored.
 	DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []string, startTs, endTs int64, ver uint64) ([]string, error)
+	// NoteRewrite records, for about as long as DeleteLatestIn's marks last,
+	// that a delete rewrote the latest values of the entity's keys from
+	// history. ReapplyLatest makes the newest of rows of such keys that no
+	// delete hides the latest value, unless a newer one is stored; rows of
+	// other keys it leaves (see the function ReapplyLatest).
+	NoteRewrite(ctx context.Context, entityID uuid.UUID, keys []string) error
+	ReapplyLatest(ctx context.Context, rows []storage.Row, vers []uint64) error
 }
 
 // HistoryStore is the slow, large history store behind the spool (ClickHouse).
@@ -116,11 +123,15 @@ func (t *Spooled) Read(ctx context.Context, q storage.ReadQuery) ([]kv.Entry, er
 // rewriting them from the remaining history when asked. Points acknowledged
 // before it and still in a spool are deleted all the same: their versions are
 // older than the delete's (internal/version). A rewrite reads history, so this
-// node's spool delivers the entity's points first; what another node's spool
-// still holds it cannot see.
+// node's spool delivers the entity's points first; what other nodes' spools
+// still hold they apply to the latest values when they deliver it
+// (ReapplyLatest), told by NoteRewrite, which comes before the read.
 func (t *Spooled) DeleteSeries(ctx context.Context, q storage.DeleteQuery) error {
 	if q.DeleteLatest && q.RewriteLatest {
 		if err := t.Spool.FlushEntity(ctx, q.EntityID); err != nil {
+			return err
+		}
+		if err := t.LatestStore.NoteRewrite(ctx, q.EntityID, q.Keys); err != nil {
 			return err
 		}
 	}
@@ -164,4 +175,29 @@ func (t *Spooled) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return errors.Join(t.Spool.Close(ctx), t.History.Close())
+}
+
+// ReapplyLatest wraps the history sink of a spool: once a delivery is in
+// history, its rows of the series whose latest values a delete rewrote from
+// history lately (on any node) go to the latest store again. A node's rewrite
+// reads history, which lacks what other nodes' spools still hold; without this
+// a point acknowledged before the delete, outside its range, and delivered
+// after it would never become the latest value again. The latest store keeps
+// the newest row and ignores those the delete covers (its marks), so applying
+// rows twice changes nothing.
+func ReapplyLatest(history Sink, latest LatestStore) Sink {
+	return &reapplySink{history: history, latest: latest}
+}
+
+type reapplySink struct {
+	history Sink
+	latest  LatestStore
+}
+
+func (r *reapplySink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
+	if err := r.history.WriteHistory(ctx, rows, mayRepeat, vers); err != nil {
+		return err
+	}
+	// A failure redelivers the rows (the sink is idempotent).
+	return r.latest.ReapplyLatest(ctx, rows, vers)
 }

@@ -42,6 +42,8 @@ func (m *memLatest) DeleteLatest(context.Context, uuid.UUID, []string) error { r
 func (m *memLatest) DeleteLatestIn(context.Context, uuid.UUID, []string, int64, int64, uint64) ([]string, error) {
 	return nil, nil
 }
+func (m *memLatest) NoteRewrite(context.Context, uuid.UUID, []string) error       { return nil }
+func (m *memLatest) ReapplyLatest(context.Context, []storage.Row, []uint64) error { return nil }
 
 // TestSpooledWrite: the spool and the latest store are written together and
 // either's failure fails the write; a full spool refuses before the latest store

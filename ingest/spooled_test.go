@@ -83,14 +83,15 @@ func TestSpooledConformance(t *testing.T) {
 //   - A point acknowledged before a delete (on another node) and delivered
 //     after it stays deleted.
 //   - A delete that rewrites the latest value from history sees the points its
-//     own node still spools, and leaves a newer value written meanwhile.
+//     own node still spools, and leaves a newer value written meanwhile; the
+//     points another node spools reach the latest value when delivered.
 func TestSpooledVersions(t *testing.T) {
 	testenv.Service(t, "CLICKHOUSE_ADDR", "REDIS_ADDR")
 	ctx := context.Background()
 	ch, rs := openStores(t)
 	t.Cleanup(func() { ch.Drop(ctx); rs.Drop(ctx); rs.Close(); ch.Close() })
 	node := func() *ingest.Spooled {
-		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ch)
+		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ingest.ReapplyLatest(ch, rs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,6 +166,23 @@ func TestSpooledVersions(t *testing.T) {
 	}
 	if got, want := latest("rewrite")+" "+history("rewrite"), "100=1 100=1"; got != want {
 		t.Fatalf("rewritten from history with the point still spooled: latest and history %s, want %s", got, want)
+	}
+
+	// A rewrite on another node cannot read what A still spools; A applies it
+	// to the latest value when it delivers, and the deleted point stays out.
+	write(a, "elsewhere", 100, 1)
+	write(a, "elsewhere", 200, 2)
+	write(a, "untouched", 100, 5)
+	del = storage.DeleteQuery{EntityID: dev, Keys: []string{"elsewhere"}, StartTs: 150, EndTs: 300, DeleteLatest: true, RewriteLatest: true}
+	if err := bn.DeleteSeries(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if got := latest("elsewhere"); got != "" {
+		t.Fatalf("latest %s before A delivers, want none", got)
+	}
+	flush(a)
+	if got, want := latest("elsewhere")+" "+history("elsewhere")+" "+latest("untouched"), "100=1 100=1 100=5"; got != want {
+		t.Fatalf("rewritten on B, delivered by A: latest, history and other key %s, want %s", got, want)
 	}
 
 	// A newer latest value than the range is not deleted with it.

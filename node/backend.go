@@ -90,7 +90,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally
 		Shards:        cfg.Spool.SpoolShards,
 		Logger:        log,
 		Tally:         tally,
-	}, ch)
+	}, ingest.ReapplyLatest(ch, rs))
 	if err != nil {
 		ch.Close()
 		rs.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,6 +261,115 @@ func (s *Store) DeleteLatestIn(ctx context.Context, entityID uuid.UUID, keys []s
 		return nil, fail(fmt.Sprintf("delete latest values of %s", entityID), err)
 	}
 	return gone, nil
+}
+
+// rewriteKey lists the series (entity/key) whose latest values a delete
+// rewrote from history lately, each scored with when it stops counting (unix ms).
+func (s *Store) rewriteKey() string { return s.prefix + "{rw}" }
+
+// rewriteTTL keeps an entity listed a little shorter than the delete's marks
+// last: a row reapplied after the marks are gone could bring back a deleted
+// value (ingest.ReapplyLatest).
+const rewriteTTL = deleteMarkTTL - time.Minute
+
+// NoteRewrite lists the entity's keys as rewritten for rewriteTTL.
+func (s *Store) NoteRewrite(ctx context.Context, entityID uuid.UUID, keys []string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	until := float64(now + rewriteTTL.Milliseconds())
+	members := make([]goredis.Z, len(keys))
+	for i, k := range keys {
+		members[i] = goredis.Z{Score: until, Member: entityID.String() + "/" + k}
+	}
+	p := s.rdb.TxPipeline()
+	p.ZAdd(ctx, s.rewriteKey(), members...)
+	p.ZRemRangeByScore(ctx, s.rewriteKey(), "-inf", strconv.FormatInt(now, 10))
+	p.PExpire(ctx, s.rewriteKey(), rewriteTTL)
+	if _, err := p.Exec(ctx); err != nil {
+		return fail(fmt.Sprintf("note the rewrite of %s", entityID), err)
+	}
+	return nil
+}
+
+// ReapplyLatest applies, of rows, those of keys listed by NoteRewrite:
+// per key the newest row no delete mark hides becomes the latest value
+// unless a newer one is stored. Rows of other keys are left, so a delivery
+// that holds none costs one round trip.
+func (s *Store) ReapplyLatest(ctx context.Context, rows []storage.Row, vers []uint64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	listed, err := s.rdb.ZRangeByScore(ctx, s.rewriteKey(), &goredis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(time.Now().UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return fail("list rewritten series", err)
+	}
+	if len(listed) == 0 {
+		return nil
+	}
+	rewritten := make(map[string]bool, len(listed))
+	for _, m := range listed {
+		rewritten[m] = true
+	}
+	var pick []int
+	entities := map[uuid.UUID]*goredis.MapStringStringCmd{}
+	for i := range rows {
+		if rewritten[rows[i].EntityID.String()+"/"+rows[i].Key] {
+			pick = append(pick, i)
+			entities[rows[i].EntityID] = nil
+		}
+	}
+	if len(pick) == 0 {
+		return nil
+	}
+	// The marks first: UpdateLatest sends only the newest row of a key, so a
+	// newest row the delete hides must not stand for the older ones it does not.
+	if _, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for e := range entities {
+			entities[e] = p.HGetAll(ctx, s.markKey(e))
+		}
+		return nil
+	}); err != nil {
+		return fail("read delete marks", err)
+	}
+	var sub []storage.Row
+	var subVers []uint64
+	for _, i := range pick {
+		var ver uint64
+		if vers != nil {
+			ver = vers[i]
+		}
+		if hiddenBy(entities[rows[i].EntityID].Val()[rows[i].Key], rows[i].Ts, ver) {
+			continue
+		}
+		sub = append(sub, rows[i])
+		if vers != nil {
+			subVers = append(subVers, ver)
+		}
+	}
+	_, err = s.UpdateLatest(ctx, sub, subVers)
+	return err
+}
+
+// hiddenBy tells whether a delete mark (deleteLatestInScript's
+// "version|from|to") hides a row of ts and history version ver, as
+// updateLatestScript decides it.
+func hiddenBy(mark string, ts int64, ver uint64) bool {
+	if mark == "" || ver == 0 {
+		return false
+	}
+	parts := strings.Split(mark, "|")
+	if len(parts) != 3 {
+		return false
+	}
+	from, err1 := strconv.ParseInt(parts[1], 10, 64)
+	to, err2 := strconv.ParseInt(parts[2], 10, 64)
+	return err1 == nil && err2 == nil && versionArg(ver) < parts[0] && ts >= from && ts < to
 }
 
 // DeleteLatest removes the latest values of keys; keys == nil removes all of them.

@@ -178,3 +178,40 @@ func testDeleteMarks(t *testing.T, s *Store) {
 		t.Fatalf("the marks expire in %v", ttl)
 	}
 }
+
+func TestReapplyLatest(t *testing.T)        { testReapplyLatest(t, openTest(t)) }
+func TestClusterReapplyLatest(t *testing.T) { testReapplyLatest(t, openClusterTest(t)) }
+
+// testReapplyLatest: of a delivery, only rows of keys a rewrite noted are
+// applied again, and of those the newest the delete does not hide, though a
+// hidden one is newer.
+func testReapplyLatest(t *testing.T, s *Store) {
+	ctx := context.Background()
+	a := uuid.New()
+	const del = uint64(2_000_000_000_000_000_000)
+	if _, err := s.DeleteLatestIn(ctx, a, []string{"k"}, 150, 300, del); err != nil {
+		t.Fatal(err)
+	}
+	rows := []storage.Row{
+		{EntityID: a, Entry: kv.Entry{Ts: 100, Key: "k", Value: kv.LongValue(1)}},
+		{EntityID: a, Entry: kv.Entry{Ts: 200, Key: "k", Value: kv.LongValue(2)}}, // hidden
+		{EntityID: a, Entry: kv.Entry{Ts: 100, Key: "other", Value: kv.LongValue(3)}},
+	}
+	vers := []uint64{del - 3, del - 2, del - 1}
+	if err := s.ReapplyLatest(ctx, rows, vers); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := s.LatestKeys(ctx, a); len(keys) != 0 {
+		t.Fatalf("applied without a rewrite noted: %v", keys)
+	}
+	if err := s.NoteRewrite(ctx, a, []string{"k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReapplyLatest(ctx, rows, vers); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LatestValues(ctx, a, nil)
+	if err != nil || len(got) != 1 || got[0].Key != "k" || got[0].Ts != 100 {
+		t.Fatalf("latest %+v %v, want k at 100 only", got, err)
+	}
+}
