@@ -122,20 +122,14 @@ func (e *Engine) DeleteCustomer(ctx context.Context, p *Principal, id uuid.UUID)
 }
 
 // removeCustomer unassigns the customer's devices, deletes its users, data and
-// record; the record goes last so an interrupted delete can be repeated.
+// record; the record goes last so an interrupted delete can be repeated. An
+// assignment to it (a claim, on another node too) racing the deletion is
+// undone: by the second pass over the devices after the record is gone, or,
+// written after that pass, by the assignment itself (putDeviceCustomer).
 func (e *Engine) removeCustomer(ctx context.Context, c *Customer) error {
 	tenant := c.TenantID.ID
-	devices, err := listRecords[Device](ctx, e, kindDevice, tenant)
-	if err != nil {
+	if err := e.unassignAll(ctx, tenant, c.ID.ID); err != nil {
 		return err
-	}
-	for _, d := range devices {
-		if d.CustomerID.ID == c.ID.ID {
-			_, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID), nil)
-			if err != nil && !errors.Is(err, storage.ErrNotFound) { // deleted meanwhile: nothing to unassign
-				return err
-			}
-		}
 	}
 	users, err := listRecords[User](ctx, e, kindUser, tenant)
 	if err != nil {
@@ -151,5 +145,25 @@ func (e *Engine) removeCustomer(ctx context.Context, c *Customer) error {
 	if err := e.removeEntityData(ctx, c.ID.ID); err != nil {
 		return err
 	}
-	return notFound(e.deleteRecord(ctx, kindCustomer, c.ID.ID))
+	if err := notFound(e.deleteRecord(ctx, kindCustomer, c.ID.ID)); err != nil {
+		return err
+	}
+	return e.unassignAll(ctx, tenant, c.ID.ID)
+}
+
+// unassignAll unassigns the devices of tenant assigned to customer.
+func (e *Engine) unassignAll(ctx context.Context, tenant, customer uuid.UUID) error {
+	devices, err := listRecords[Device](ctx, e, kindDevice, tenant)
+	if err != nil {
+		return err
+	}
+	for _, d := range devices {
+		if d.CustomerID.ID == customer {
+			if _, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, NullUUID), stillAssignedTo(customer)); err != nil &&
+				!errors.Is(err, storage.ErrNotFound) && !errors.Is(err, errNotAssignedThere) { // deleted or reassigned meanwhile
+				return err
+			}
+		}
+	}
+	return nil
 }

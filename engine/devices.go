@@ -552,9 +552,45 @@ func (e *Engine) putDeviceCustomer(ctx context.Context, id uuid.UUID, customer E
 		if err != nil {
 			return nil, err
 		}
-		return d, e.evictDevice(ctx, id)
+		if err := e.evictDevice(ctx, id); err != nil {
+			return nil, err
+		}
+		return d, e.checkCustomerKept(ctx, id, customer)
 	}
 	return nil, errChangedMeanwhile
+}
+
+// errNotAssignedThere: the device is no longer assigned to the customer an
+// undo meant to take it from.
+var errNotAssignedThere = errors.New("device not assigned to that customer")
+
+// stillAssignedTo is a putDeviceCustomer check: the device is still assigned
+// to customer.
+func stillAssignedTo(customer uuid.UUID) func(*Device) error {
+	return func(cur *Device) error {
+		if cur.CustomerID.ID != customer {
+			return errNotAssignedThere
+		}
+		return nil
+	}
+}
+
+// checkCustomerKept runs after device id was assigned to customer: if the
+// customer is gone by now, its deletion may have looked for its devices
+// before this write, so the assignment is taken back (storage.ErrNotFound).
+func (e *Engine) checkCustomerKept(ctx context.Context, id uuid.UUID, customer EntityID) error {
+	if isNull(customer.ID) {
+		return nil
+	}
+	_, err := getRecord[Customer](ctx, e, kindCustomer, customer.ID)
+	if !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	_, uerr := e.putDeviceCustomer(ctx, id, newEntityID(EntityCustomer, NullUUID), stillAssignedTo(customer.ID))
+	if uerr != nil && !errors.Is(uerr, storage.ErrNotFound) && !errors.Is(uerr, errNotAssignedThere) {
+		return errors.Join(err, uerr)
+	}
+	return err
 }
 
 // ListCustomerDevices returns a page of the devices assigned to a customer: to a

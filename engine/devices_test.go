@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -648,5 +649,39 @@ func TestSaveKeepsStoredID(t *testing.T) {
 	tn.ID.EntityType = EntityDevice
 	if tn, err = te.SaveTenant(ctx, sys, tn); err != nil || tn.ID.EntityType != EntityTenant {
 		t.Fatalf("tenant: %+v %v", tn, err)
+	}
+}
+
+// TestAssignRacingCustomerDelete: an assignment (or claim) racing the
+// deletion of its customer never leaves the device assigned to a customer
+// that is gone.
+func TestAssignRacingCustomerDelete(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	d, err := te.SaveDevice(ctx, a, &Device{Name: "contested"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 40 {
+		c, err := te.SaveCustomer(ctx, a, &Customer{Title: fmt.Sprintf("doomed-%d", round)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { te.AssignDevice(ctx, a, c.ID.ID, d.ID.ID) })
+		wg.Go(func() {
+			if err := te.DeleteCustomer(ctx, a, c.ID.ID); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		got, err := te.GetDevice(ctx, a, d.ID.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.CustomerID.ID == c.ID.ID {
+			t.Fatalf("round %d: the device stays assigned to the deleted customer", round)
+		}
 	}
 }
