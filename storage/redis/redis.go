@@ -171,6 +171,22 @@ func (s *Store) Client() goredis.UniversalClient { return s.rdb }
 // Prefix returns the key prefix of the store.
 func (s *Store) Prefix() string { return s.prefix }
 
+// SwapShared stores value under name and returns what was there before (nil:
+// nothing).
+func (s *Store) SwapShared(ctx context.Context, name string, value []byte) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	old, err := s.rdb.SetArgs(ctx, s.prefix+"{shared}:"+name, value, goredis.SetArgs{Get: true}).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail("swap shared value "+name, err)
+	}
+	return old, nil
+}
+
 // SharedValue returns the value stored under name, first storing gen() there if
 // there is none (SET NX), so every node of a cluster ends up with the same value:
 // the generated JWT signing key is kept this way.
