@@ -32,14 +32,18 @@ func (e *Engine) LoginFrom(ctx context.Context, client, username, password strin
 	if strings.TrimSpace(username) == "" || strings.TrimSpace(password) == "" {
 		return "", "", ErrAuthFailed
 	}
-	if !e.logins.admit(e.now(), username, client) {
+	if ok, err := e.admitLogin(ctx, username, client); err != nil {
+		return "", "", err
+	} else if !ok {
 		return "", "", errAccountLocked
 	}
 	u, creds, err := e.checkLogin(ctx, username, password)
 	if err != nil {
 		return "", "", err
 	}
-	e.logins.success(username, client)
+	if err := e.loginSucceeded(ctx, username, client); err != nil {
+		return "", "", err
+	}
 	// Checked after the password, so the state of an account is only told to its owner.
 	if !creds.Enabled {
 		return "", "", errUserNotActive

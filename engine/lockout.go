@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-iot/sluice/storage"
 )
 
 // errAccountLocked is ThingsBoard's answer while logins are locked.
@@ -13,9 +16,41 @@ var errAccountLocked = &Error{Code: CodeAuthentication, Msg: "User account is lo
 // count recent failures nor lock are dropped.
 const maxGuardEntries = 100_000
 
+// admitLogin counts a login attempt of user from addr ("" for none), or
+// refuses it while either is locked: in the back end when it counts for every
+// node (storage.LoginGuard: Redis), else on this node.
+func (e *Engine) admitLogin(ctx context.Context, user, addr string) (bool, error) {
+	user = strings.ToLower(strings.TrimSpace(user))
+	g := storage.LoginGuardOf(e.store)
+	if g == nil {
+		return e.logins.admit(e.now(), user, addr), nil
+	}
+	keys, limits := []string{"u:" + user}, []int{e.cfg.LoginMaxFailures}
+	if addr != "" {
+		keys, limits = append(keys, "a:"+addr), append(limits, e.cfg.LoginMaxAddressFailures)
+	}
+	return g.AdmitLogin(ctx, e.now(), keys, limits, e.cfg.LoginLockout)
+}
+
+// loginSucceeded takes back the attempt admitLogin counted and forgets the
+// user's failures.
+func (e *Engine) loginSucceeded(ctx context.Context, user, addr string) error {
+	user = strings.ToLower(strings.TrimSpace(user))
+	g := storage.LoginGuardOf(e.store)
+	if g == nil {
+		e.logins.success(user, addr)
+		return nil
+	}
+	keys := []string{"u:" + user}
+	if addr != "" {
+		keys = append(keys, "a:"+addr)
+	}
+	return g.LoginSucceeded(ctx, keys)
+}
+
 // loginGuard counts failed logins per user name and per client address and locks
-// logins after too many within a window. It is node-local: each node counts the
-// attempts it serves.
+// logins after too many within a window, on this node: the guard of a back end
+// without storage.LoginGuard (the embedded default, one node).
 type loginGuard struct {
 	maxUser, maxAddr int
 	window           time.Duration // counting window and lockout length

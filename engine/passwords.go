@@ -76,13 +76,17 @@ func (e *Engine) ChangePassword(ctx context.Context, p *Principal, current, next
 	if err != nil {
 		return "", "", notFound(err)
 	}
-	if !e.logins.admit(e.now(), u.Email, "") {
+	if ok, err := e.admitLogin(ctx, u.Email, ""); err != nil {
+		return "", "", err
+	} else if !ok {
 		return "", "", errAccountLocked
 	}
 	if !e.checkPassword(creds.PasswordHash, current) {
 		return "", "", errCurrentPassword
 	}
-	e.logins.success(u.Email, "")
+	if err := e.loginSucceeded(ctx, u.Email, ""); err != nil {
+		return "", "", err
+	}
 	if current == next {
 		return "", "", errSamePassword
 	}

@@ -1,0 +1,61 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestLoginGuard(t *testing.T)        { testLoginGuard(t, openTest(t)) }
+func TestClusterLoginGuard(t *testing.T) { testLoginGuard(t, openClusterTest(t)) }
+
+// testLoginGuard: the engine's lockout rules (engine/lockout.go), held in
+// Redis: a user name's failures lock it for the window whichever node counts
+// them, a success forgets them and gives back the address's attempt.
+func testLoginGuard(t *testing.T, s *Store) {
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_000_000)
+	const window = 5 * time.Minute
+	admit := func(at time.Time, keys ...string) bool {
+		t.Helper()
+		limits := []int{3, 5}[:len(keys)]
+		ok, err := s.AdmitLogin(ctx, at, keys, limits, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for i := range 3 {
+		if !admit(now, "u:alice", "a:10.0.0.1") {
+			t.Fatalf("attempt %d refused", i+1)
+		}
+	}
+	if admit(now, "u:alice", "a:10.0.0.2") {
+		t.Fatal("the fourth failure of a user admitted")
+	}
+	if admit(now.Add(window-time.Millisecond), "u:alice") {
+		t.Fatal("admitted before the lockout ended")
+	}
+	if !admit(now.Add(window), "u:alice") {
+		t.Fatal("refused after the lockout")
+	}
+	if err := s.LoginSucceeded(ctx, []string{"u:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// The address counted 3 of alice's, and refuses past 5 over every name.
+	for i, user := range []string{"u:bob", "u:carol"} {
+		if !admit(now, user, "a:10.0.0.1") {
+			t.Fatalf("address attempt %d refused", 4+i)
+		}
+	}
+	if admit(now, "u:dave", "a:10.0.0.1") {
+		t.Fatal("the address's sixth attempt admitted")
+	}
+	// A success takes back its attempt from the address.
+	if err := s.LoginSucceeded(ctx, []string{"u:erin", "a:10.0.0.3"}); err != nil {
+		t.Fatal(err)
+	}
+	if !admit(now, "u:erin", "a:10.0.0.3") {
+		t.Fatal("a fresh address refused")
+	}
+}
