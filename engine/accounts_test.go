@@ -250,3 +250,56 @@ func TestUserFieldLengths(t *testing.T) {
 		t.Fatalf("refused update stored: %+v %v", got, err)
 	}
 }
+
+// TestCustomerUserPeers: as ThingsBoard's CustomerUserPermissions, a customer
+// user reads the users of its customer, lists them, and updates itself only.
+func TestCustomerUserPeers(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	cu := te.customerUser(t)
+	peer, err := te.SaveUser(ctx, a, &User{Email: "peer@example.com", Authority: CustomerUser, CustomerID: newEntityID(EntityCustomer, te.demo.DemoCustomerID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := te.SaveCustomer(ctx, a, &Customer{Title: "Other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := te.SaveUser(ctx, a, &User{Email: "stranger@example.com", Authority: CustomerUser, CustomerID: other.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.GetUser(ctx, cu, peer.ID.ID); err != nil {
+		t.Fatalf("a peer: %v", err)
+	}
+	_, err = te.GetUser(ctx, cu, stranger.ID.ID)
+	wantCode(t, err, CodePermissionDenied)
+	_, err = te.GetUser(ctx, cu, a.UserID)
+	wantCode(t, err, CodePermissionDenied)
+
+	page, err := te.ListUsers(ctx, cu, PageLink{PageSize: 10, SortProperty: "email"})
+	if err != nil || page.TotalElements != 2 || page.Data[0].Email != DemoCustomerUserEmail || page.Data[1].Email != "peer@example.com" {
+		t.Fatalf("customer's users: %+v %v", page, err)
+	}
+	page, err = te.ListUsers(ctx, a, PageLink{PageSize: 10})
+	if err != nil || page.TotalElements != 4 {
+		t.Fatalf("tenant's users: %d %v", page.TotalElements, err)
+	}
+	_, err = te.ListUsers(ctx, te.sysadmin(t), PageLink{PageSize: 10})
+	wantCode(t, err, CodePermissionDenied)
+
+	self, err := te.GetUser(ctx, cu, cu.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self.FirstName, self.Authority = "Renamed", TenantAdmin
+	if got, err := te.SaveUser(ctx, cu, self); err != nil || got.FirstName != "Renamed" || got.Authority != CustomerUser {
+		t.Fatalf("self update: %+v %v", got, err)
+	}
+	peer.FirstName = "x"
+	_, err = te.SaveUser(ctx, cu, peer)
+	wantCode(t, err, CodePermissionDenied)
+	_, err = te.SaveUser(ctx, cu, &User{Email: "new@example.com", Authority: CustomerUser, CustomerID: newEntityID(EntityCustomer, te.demo.DemoCustomerID)})
+	wantCode(t, err, CodePermissionDenied)
+}

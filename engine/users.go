@@ -23,11 +23,14 @@ var (
 // log in before it is activated (see ActivationToken).
 // A system administrator manages system administrators and tenant admins of any
 // tenant; a tenant admin manages tenant admins and customer users of its tenant;
-// customer users manage nobody. On update only the e-mail, names, phone and
-// additionalInfo change.
+// a customer user may update itself only (ThingsBoard's CustomerUserPermissions).
+// On update only the e-mail, names, phone and additionalInfo change.
 func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, error) {
-	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+	if err := requireRole(p, SysAdmin, TenantAdmin, CustomerUser); err != nil {
 		return nil, err
+	}
+	if p.Authority == CustomerUser && in.ID.ID != p.UserID {
+		return nil, ErrPermissionDenied
 	}
 	if err := checkEmail(in.Email); err != nil {
 		return nil, err
@@ -40,7 +43,7 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 		if err != nil {
 			return nil, notFound(err)
 		}
-		if !canManageUser(p, old) {
+		if !canManageUser(p, old) && old.ID.ID != p.UserID {
 			return nil, ErrPermissionDenied
 		}
 		if err := staleVersion("User", in.Version, old.Version); err != nil {
@@ -190,7 +193,14 @@ func (e *Engine) putUserCredentials(ctx context.Context, u *User, password strin
 
 // canReadUser: every user reads itself, and managers read whom they manage.
 func canReadUser(p *Principal, u *User) bool {
-	return u.ID.ID == p.UserID || canManageUser(p, u)
+	return u.ID.ID == p.UserID || canManageUser(p, u) || sameCustomer(p, u)
+}
+
+// sameCustomer: a customer user reads the other users of its customer, as
+// ThingsBoard's CustomerUserPermissions let it.
+func sameCustomer(p *Principal, u *User) bool {
+	return p.Authority == CustomerUser && u.Authority == CustomerUser && u.TenantID.ID == p.TenantID &&
+		!isNull(p.CustomerID) && u.CustomerID.ID == p.CustomerID
 }
 
 // GetUser returns a user p may read: itself, or one it manages (see SaveUser).
@@ -282,6 +292,18 @@ func (e *Engine) ListCustomerUsers(ctx context.Context, p *Principal, customerID
 	return e.pageUsers(ctx, c.TenantID.ID, pl, func(u *User) bool {
 		return u.Authority == CustomerUser && u.CustomerID.ID == customerID
 	})
+}
+
+// ListUsers returns a page of the users p's scope holds (ThingsBoard's GET
+// /api/users): a tenant admin's tenant, a customer user's customer.
+func (e *Engine) ListUsers(ctx context.Context, p *Principal, pl PageLink) (PageData[*User], error) {
+	if err := requireRole(p, TenantAdmin, CustomerUser); err != nil {
+		return PageData[*User]{}, err
+	}
+	if p.Authority == TenantAdmin {
+		return e.pageUsers(ctx, p.TenantID, pl, func(*User) bool { return true })
+	}
+	return e.pageUsers(ctx, p.TenantID, pl, func(u *User) bool { return sameCustomer(p, u) })
 }
 
 func (e *Engine) pageUsers(ctx context.Context, tenant uuid.UUID, pl PageLink, keep func(*User) bool) (PageData[*User], error) {

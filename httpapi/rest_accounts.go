@@ -43,6 +43,15 @@ func (s *Server) customerUsers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 }
 
+// users is ThingsBoard's GET /api/users: a page of the tenant's users for a
+// tenant admin, of the customer's for a customer user.
+func (s *Server) users(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListUsers(s.ctx, p, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
 func (s *Server) customerDevices(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	id, ok := s.pathID(ctx, "customerId")
 	if !ok {

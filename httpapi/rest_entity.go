@@ -54,6 +54,7 @@ func (s *Server) entityRoutes(r *router.Router) {
 
 	r.POST("/api/user", s.authed(s.saveUser))
 	r.GET("/api/user/{userId}", s.authed(s.getUser))
+	r.GET("/api/users", s.authed(s.users))
 	r.DELETE("/api/user/{userId}", s.authed(s.deleteUser))
 	r.GET("/api/user/{userId}/activationLink", s.authed(s.activationLink))
 }
