@@ -17,7 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +76,11 @@ type Config struct {
 	Timeout time.Duration
 	// ContentType of POST bodies (default application/json).
 	ContentType string
+	// Encoding, when set, compresses every POST body with it and names it in
+	// Content-Encoding: EncodingGzip or EncodingZstd ("" sends bodies as they
+	// are). Each worker keeps its encoder, and a body equal to the worker's
+	// previous one reuses its compressed bytes.
+	Encoding string
 	// Generate fills each request (required).
 	Generate Generator
 	// Observe, when set, sees every recorded request.
@@ -106,23 +114,29 @@ type Result struct {
 	FirstErr error         // the first such error, for the message
 	Status   map[int]int64 // answered requests by status code
 	// Elapsed is the measured run: from the end of warm-up to the end of the
-	// Duration, to the Stop when that came first, or to when the last request was
-	// sent when Requests ran out first. The rates are over it. Requests still in
-	// flight at its end are waited for (Drain) and counted, but the wait is not
-	// part of Elapsed: it would understate the rates by up to Timeout.
+	// Duration, or to the Stop when that came first. The rates are over it.
+	// Requests still in flight at its end are waited for (Drain) and counted, but
+	// the wait is not part of Elapsed: it would understate the rates by up to
+	// Timeout. When Requests ran out first, the run ends at the later of the last
+	// send and the last answer: ending it at the last send would give 16 requests
+	// on 16 connections, all sent within a millisecond, a rate of thousands.
 	Elapsed time.Duration
 	// Drain is the time from the end of Elapsed to the last answer.
 	Drain time.Duration
 	// Aborted is set when Config.Abort ended the wait for requests in flight:
 	// those are in no count.
 	Aborted bool
-	// Latency is in µs, of 2xx answers: from the send in a closed loop, from when
-	// the request was due in an open loop. An open loop also records each Missed
-	// request, at the time from when it was due to the end of the run (a lower
-	// bound), so a target that stalls near the end does not drop its slowest
-	// requests from the percentiles. Failed requests are in FailedLatency instead:
-	// a refused connection or a fast 503 would make a dead target look quick.
+	// Latency is in µs, of 2xx answers only: from the send in a closed loop, from
+	// when the request was due in an open loop. Failed requests are in
+	// FailedLatency instead (a refused connection or a fast 503 would make a dead
+	// target look quick), missed ones in MissedLatency.
 	Latency *hdrhistogram.Histogram
+	// MissedLatency (open loop only; nil in a closed loop) has each Missed
+	// request at the time from when it was due to the end of the run, a lower
+	// bound of what it would have waited. Merged with Latency (Quantile, Max,
+	// LatencyInclMissed) it keeps a target that stalls near the end from dropping
+	// its slowest requests from the percentiles.
+	MissedLatency *hdrhistogram.Histogram
 	// FailedLatency is the latency (µs, measured as Latency is) of the requests
 	// answered other than 2xx or not answered at all.
 	FailedLatency *hdrhistogram.Histogram
@@ -140,6 +154,8 @@ type Result struct {
 	Missed int64
 	// Timeline has one Sample per Config.Interval (the last may be shorter).
 	Timeline []Sample
+
+	inclMissed *hdrhistogram.Histogram // Latency and MissedLatency, when Run merged them
 }
 
 // Counts are the requests of one Kind.
@@ -153,17 +169,46 @@ type Counts struct {
 // ReqPerSec is answered requests per second.
 func (r *Result) ReqPerSec() float64 { return perSec(r.Requests, r.Elapsed) }
 
+// OKPerSec is requests answered 2xx per second.
+func (r *Result) OKPerSec() float64 { return perSec(r.OK(), r.Elapsed) }
+
 // PointsPerSec is data points acknowledged (2xx) per second.
 func (r *Result) PointsPerSec() float64 { return perSec(r.Points, r.Elapsed) }
 
-// Quantile is the latency at percentile q (0 … 100) of 2xx answers (and Missed
-// requests).
+// Quantile is the latency at percentile q (0 … 100) of the 2xx answers and, in
+// an open loop, the Missed requests (LatencyInclMissed).
 func (r *Result) Quantile(q float64) time.Duration {
-	return time.Duration(r.Latency.ValueAtQuantile(q)) * time.Microsecond
+	return time.Duration(r.LatencyInclMissed().ValueAtQuantile(q)) * time.Microsecond
 }
 
-// Max is the highest latency of 2xx answers (and Missed requests).
-func (r *Result) Max() time.Duration { return time.Duration(r.Latency.Max()) * time.Microsecond }
+// Max is the highest latency of the 2xx answers and, in an open loop, the Missed
+// requests (LatencyInclMissed).
+func (r *Result) Max() time.Duration {
+	return time.Duration(r.LatencyInclMissed().Max()) * time.Microsecond
+}
+
+// LatencyInclMissed is Latency with MissedLatency merged in: what a device
+// would have seen, from the due time, had the missed requests been answered at
+// the end of the run. It is Latency itself when nothing was missed.
+func (r *Result) LatencyInclMissed() *hdrhistogram.Histogram {
+	if r.MissedLatency == nil || r.MissedLatency.TotalCount() == 0 {
+		return r.Latency
+	}
+	if r.inclMissed != nil { // Run merged them once
+		return r.inclMissed
+	}
+	return mergeHistograms(r.Latency, r.MissedLatency)
+}
+
+func mergeHistograms(hs ...*hdrhistogram.Histogram) *hdrhistogram.Histogram {
+	h := newHistogram()
+	for _, x := range hs {
+		if x != nil {
+			h.Merge(x)
+		}
+	}
+	return h
+}
 
 // Failed is the number of requests answered other than 2xx or not answered at all.
 func (r *Result) Failed() int64 { return r.Requests - r.OK() + r.Errors }
@@ -231,6 +276,9 @@ func Run(cfg Config) (*Result, error) {
 	workers := make([]*worker, cfg.Connections)
 	for i := range workers {
 		workers[i] = &worker{run: r, id: i, rec: recs[i%len(recs)], hreq: &fasthttp.Request{}, resp: &fasthttp.Response{}}
+		if cfg.Encoding != "" {
+			workers[i].enc = newEncoder(cfg.Encoding)
+		}
 	}
 	var smp *sampler
 	if cfg.Interval > 0 {
@@ -275,7 +323,13 @@ func Run(cfg Config) (*Result, error) {
 	res.Elapsed = end.Sub(r.measureFrom) // measuredEnd is not before measureFrom
 	res.Drain = max(last.Sub(end), 0)
 	res.Aborted = aborted
-	res.Missed = r.recordMissed(res.Latency, last)
+	if r.sched != nil {
+		res.MissedLatency = newHistogram()
+		res.Missed = r.recordMissed(res.MissedLatency, last)
+		if res.Missed > 0 {
+			res.inclMissed = mergeHistograms(res.Latency, res.MissedLatency)
+		}
+	}
 	if smp != nil {
 		res.Timeline = smp.stop(end)
 	}
@@ -357,10 +411,11 @@ func (r *run) missedSlots(end time.Time) (from, to int64, until time.Time) {
 	return first + issued, first + due, until
 }
 
-// recordMissed records each missed request in h at the time from when it was due
-// to the end of the run, a lower bound of its latency: a target that stalls until
-// the end must not leave the stalled requests out of the percentiles (they would
-// otherwise be the ones coordinated omission hides). It returns how many there were.
+// recordMissed records each missed request in h (Result.MissedLatency) at the
+// time from when it was due to the end of the run, a lower bound of its latency:
+// a target that stalls until the end must not leave the stalled requests out of
+// the percentiles that include them (they would otherwise be the ones
+// coordinated omission hides). It returns how many there were.
 func (r *run) recordMissed(h *hdrhistogram.Histogram, end time.Time) int64 {
 	from, to, until := r.missedSlots(end)
 	for i := from; i < to; i++ {
@@ -370,10 +425,13 @@ func (r *run) recordMissed(h *hdrhistogram.Histogram, end time.Time) int64 {
 }
 
 // measuredEnd is when the measured run ends, and whether that is known yet: the
-// end of the Duration; the Stop, when it came first; or, once Requests ran out,
-// when the last request was sent (in an open loop not before the next slot would
-// have been due, so that N requests at Rate span N/Rate). It is never before
-// measureFrom. The answers that come after it are the drain.
+// end of the Duration; the Stop, when it came first; or, once Requests ran out
+// and every one of them was answered (or failed), the later of the last send and
+// the last answer (in an open loop not before the next slot would have been due,
+// so that N requests at Rate span N/Rate). Ending at the last send alone made N
+// requests on N connections, sent within a millisecond, read as thousands per
+// second. It is never before measureFrom. The answers that come after it are the
+// drain.
 func (r *run) measuredEnd() (end time.Time, known bool) {
 	use := func(t time.Time) {
 		if !known || t.Before(end) {
@@ -386,9 +444,9 @@ func (r *run) measuredEnd() (end time.Time, known bool) {
 	if r.stopped.Load() {
 		use(time.Unix(0, r.stoppedAt.Load()))
 	}
-	if n := r.cfg.Requests; n > 0 && r.issued.Load() >= n {
+	if n := r.cfg.Requests; n > 0 && r.issued.Load() >= n && r.inflight.Load() == 0 {
 		var last time.Time
-		if ns := r.lastSent.Load(); ns != 0 {
+		if ns := max(r.lastSent.Load(), r.lastDone.Load()); ns != 0 {
 			last = time.Unix(0, ns)
 		}
 		if r.sched != nil {
@@ -417,11 +475,21 @@ func (r *run) stop(now time.Time) {
 }
 
 // sent notes that a recorded request was sent at t, for measuredEnd.
-func (r *run) sent(t time.Time) {
+func (r *run) sent(t time.Time) { storeLater(&r.lastSent, t) }
+
+// done notes that a recorded request of a run bounded by Requests ended at t
+// (answered, failed, or never sent because the run stopped), for measuredEnd.
+func (r *run) done(t time.Time) {
+	storeLater(&r.lastDone, t)
+	r.inflight.Add(-1)
+}
+
+// storeLater stores t in v (Unix ns) unless v holds a later time.
+func storeLater(v *atomic.Int64, t time.Time) {
 	ns := t.UnixNano()
 	for {
-		last := r.lastSent.Load()
-		if ns <= last || r.lastSent.CompareAndSwap(last, ns) {
+		last := v.Load()
+		if ns <= last || v.CompareAndSwap(last, ns) {
 			return
 		}
 	}
@@ -466,6 +534,9 @@ func (c *Config) normalize() error {
 	if c.ContentType == "" {
 		c.ContentType = "application/json"
 	}
+	if err := CheckEncoding(c.Encoding); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
 	return nil
 }
 
@@ -483,6 +554,8 @@ type run struct {
 	sched       *schedule // nil in a closed loop
 	issued      atomic.Int64
 	lastSent    atomic.Int64 // when the last recorded request was sent, in Unix ns; with Requests only
+	lastDone    atomic.Int64 // when the last recorded request ended, in Unix ns; with Requests only
+	inflight    atomic.Int64 // recorded requests taken and not yet ended; with Requests only
 	stopOnce    sync.Once
 	stopped     atomic.Bool   // Config.Stop or Abort was closed
 	stoppedAt   atomic.Int64  // when, in Unix ns; set before stopped
@@ -511,7 +584,7 @@ func (r *run) take(now time.Time) ticket {
 		if !r.stopAt.IsZero() && !now.Before(r.stopAt) {
 			return ticket{}
 		}
-		if r.cfg.Requests > 0 && r.issued.Add(1) > r.cfg.Requests {
+		if !r.count() {
 			return ticket{}
 		}
 		return ticket{ok: true, record: true}
@@ -529,29 +602,105 @@ func (r *run) take(now time.Time) ticket {
 		return ticket{ok: true, due: due}
 	}
 	// issued counts every recorded slot taken, for Result.Missed.
-	if n := r.issued.Add(1); r.cfg.Requests > 0 && n > r.cfg.Requests {
+	if !r.count() {
 		return ticket{}
 	}
 	return ticket{ok: true, record: true, due: due}
 }
 
+// count counts a recorded request about to be taken in issued, and reports
+// whether Requests allows it. With Requests, it is in flight (measuredEnd) from
+// before it is counted until done: a request counted in issued is never missing
+// from inflight.
+func (r *run) count() bool {
+	n := r.cfg.Requests
+	if n == 0 {
+		if r.sched != nil {
+			r.issued.Add(1)
+		}
+		return true
+	}
+	r.inflight.Add(1)
+	if r.issued.Add(1) > n {
+		r.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
 // errorBackoff is how long a closed-loop worker waits after a request got no
-// answer. Flat out against a dead target it would otherwise retry as fast as
-// connections are refused, measuring only that and flooding whatever is there.
+// answer, and any worker after a 429 or 503 without a Retry-After. Flat out
+// against a dead target it would otherwise retry as fast as connections are
+// refused, measuring only that and flooding whatever is there.
 const errorBackoff = 100 * time.Millisecond
 
-// backoff is how long a worker waits at now after a request that ended with err:
-// errorBackoff after a transport error in a closed loop, cut at the end of the
-// Duration. An open loop does not wait: its schedule decides when requests go.
-func (r *run) backoff(err error, now time.Time) time.Duration {
-	if err == nil || r.sched != nil {
+// MaxRetryAfter caps the wait a Retry-After asks for: a target that says "come
+// back in an hour" must not stall the run (nor a cleanup) that long.
+const MaxRetryAfter = 10 * time.Second
+
+// outcome is how a request ended, for backoff.
+type outcome struct {
+	err        error
+	status     int           // 0 with err
+	retryAfter time.Duration // the answer's Retry-After; 0 when none or not 429/503
+}
+
+// throttled reports whether status asks the client to slow down: 429 Too Many
+// Requests or 503 Service Unavailable.
+func throttled(status int) bool {
+	return status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable
+}
+
+// backoff is how long a worker waits at now after a request that ended with o,
+// cut at the end of the Duration:
+//   - after a 429 or 503, in either loop, the answer's Retry-After (at most
+//     MaxRetryAfter, at least errorBackoff), or errorBackoff without one;
+//   - after no answer, errorBackoff in a closed loop. An open loop does not wait
+//     there: its schedule decides when requests go.
+//
+// In an open loop the schedule goes on while a worker waits: the requests that
+// come due meanwhile are taken by the other workers, or sent late (their latency
+// from the due time includes the wait) once one is free, or counted as missed
+// when the run ends first. So a throttled connection does not hammer the target,
+// and the throttling shows in the latency instead of being hidden.
+func (r *run) backoff(o outcome, now time.Time) time.Duration {
+	var d time.Duration
+	switch {
+	case o.err != nil && r.sched == nil:
+		d = errorBackoff
+	case o.err == nil && throttled(o.status):
+		d = min(max(o.retryAfter, errorBackoff), MaxRetryAfter)
+	default:
 		return 0
 	}
-	d := errorBackoff
 	if !r.stopAt.IsZero() {
 		d = min(d, r.stopAt.Sub(now))
 	}
 	return max(d, 0)
+}
+
+// RetryAfter parses the value of a Retry-After header at now: delay-seconds
+// ("120") or an HTTP date (RFC 9110). A date in the past is 0. ok is false when
+// v is empty or neither form.
+func RetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		if n > int64(math.MaxInt64/time.Second) {
+			return time.Duration(math.MaxInt64), true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
 }
 
 // recorder is what some of the workers of a run measured; the sampler reads and
@@ -591,6 +740,7 @@ type worker struct {
 	hreq *fasthttp.Request
 	resp *fasthttp.Response
 	uri  []byte
+	enc  *encoder // nil without Config.Encoding
 }
 
 func (w *worker) loop() {
@@ -618,18 +768,21 @@ func (w *worker) loop() {
 		if !t.due.IsZero() {
 			// A Stop ends the wait: the request, due after it, is not sent.
 			if d := time.Until(t.due); d > 0 && !wait(d) {
+				if t.record && w.run.cfg.Requests > 0 {
+					w.run.done(time.Now())
+				}
 				return
 			}
 		}
-		err := w.once(seq, t)
-		if d := w.run.backoff(err, time.Now()); d > 0 && !wait(d) {
+		o := w.once(seq, t)
+		if d := w.run.backoff(o, time.Now()); d > 0 && !wait(d) {
 			return
 		}
 	}
 }
 
-// once sends one request and records it; it returns the transport error, if any.
-func (w *worker) once(seq uint64, t ticket) error {
+// once sends one request and records it; it returns how it ended.
+func (w *worker) once(seq uint64, t ticket) outcome {
 	cfg := &w.run.cfg
 	w.req.Path, w.req.Body, w.req.Points, w.req.Kind = "", w.req.Body[:0], 0, ""
 	cfg.Generate(w.id, seq, &w.req)
@@ -640,30 +793,42 @@ func (w *worker) once(seq uint64, t ticket) error {
 	if len(w.req.Body) > 0 {
 		w.hreq.Header.SetMethod(fasthttp.MethodPost)
 		w.hreq.Header.SetContentType(cfg.ContentType)
-		w.hreq.SetBodyRaw(w.req.Body)
+		if w.enc != nil {
+			w.hreq.Header.Set(fasthttp.HeaderContentEncoding, cfg.Encoding)
+			w.hreq.SetBodyRaw(w.enc.compress(w.req.Body))
+		} else {
+			w.hreq.SetBodyRaw(w.req.Body)
+		}
 	}
 	w.resp.Reset()
 
 	t0 := time.Now()
-	if t.record && cfg.Requests > 0 {
+	counted := t.record && cfg.Requests > 0
+	if counted {
 		w.run.sent(t0)
 	}
 	err := w.run.client.DoTimeout(w.hreq, w.resp, cfg.Timeout)
 	done := time.Now()
-	if !t.record {
-		return err
-	}
-	status := 0
+	o := outcome{err: err}
 	if err == nil {
-		status = w.resp.StatusCode()
+		o.status = w.resp.StatusCode()
+		if throttled(o.status) {
+			o.retryAfter, _ = RetryAfter(string(w.resp.Header.Peek(fasthttp.HeaderRetryAfter)), done)
+		}
 	}
-	if !w.record(t, t0, done, status, err) {
-		return err // left in flight by an Abort: Run has returned
+	if counted {
+		w.run.done(done)
+	}
+	if !t.record {
+		return o
+	}
+	if !w.record(t, t0, done, o.status, err) {
+		return o // left in flight by an Abort: Run has returned
 	}
 	if cfg.Observe != nil {
-		cfg.Observe(w.id, seq, &w.req, status, err)
+		cfg.Observe(w.id, seq, &w.req, o.status, err)
 	}
-	return err
+	return o
 }
 
 // record counts one recorded request that was sent at sent and ended at done. It

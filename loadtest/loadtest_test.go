@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/codec"
@@ -235,4 +237,72 @@ func TestAppendTelemetry(t *testing.T) {
 	f(1, '{')
 	f(2, '[')
 	f(100, '[')
+}
+
+// TestRunEncoding: with an Encoding every body goes compressed, named in
+// Content-Encoding, and decompresses to what the Generator made; a repeated body
+// reuses its compressed bytes.
+func TestRunEncoding(t *testing.T) {
+	for _, enc := range []string{EncodingGzip, EncodingZstd} {
+		var mu sync.Mutex
+		bodies := map[string]int{}
+		s := startServer(t, func(ctx *fasthttp.RequestCtx) {
+			if got := string(ctx.Request.Header.ContentEncoding()); got != enc {
+				ctx.Error("Content-Encoding "+got, fasthttp.StatusUnsupportedMediaType)
+				return
+			}
+			var b []byte
+			var err error
+			if enc == EncodingGzip {
+				b, err = ctx.Request.BodyGunzip()
+			} else {
+				var d *zstd.Decoder
+				if d, err = zstd.NewReader(nil); err == nil {
+					b, err = d.DecodeAll(ctx.PostBody(), nil)
+					d.Close()
+				}
+			}
+			if err != nil {
+				ctx.Error(err.Error(), fasthttp.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			bodies[string(b)]++
+			mu.Unlock()
+		})
+		res, err := Run(Config{Addr: s.addr, Connections: 2, Requests: 20, Encoding: enc,
+			Generate: func(w int, seq uint64, r *Request) {
+				r.Path = "/"
+				r.Body = fmt.Appendf(r.Body, `{"n":%d}`, seq%3)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status[200] != 20 || len(bodies) != 3 || bodies[`{"n":0}`] == 0 {
+			t.Fatalf("%s: result %v, bodies %v", enc, res, bodies)
+		}
+	}
+	if _, err := Run(Config{Addr: "x:1", Requests: 1, Encoding: "br", Generate: Telemetry([]string{"/"}, 1, 1, 0)}); err == nil ||
+		!strings.Contains(err.Error(), "unknown encoding") {
+		t.Fatalf("encoding br: %v", err)
+	}
+}
+
+func TestEncoderReuse(t *testing.T) {
+	for _, enc := range []string{EncodingGzip, EncodingZstd} {
+		e := newEncoder(enc)
+		a := e.compress([]byte(`{"a":1}`))
+		b := e.compress([]byte(`{"a":1}`))
+		if &a[0] != &b[0] {
+			t.Fatalf("%s: an equal body was compressed again", enc)
+		}
+		c := e.compress([]byte(`{"a":2}`))
+		if len(c) == 0 {
+			t.Fatalf("%s: empty", enc)
+		}
+		allocs := testing.AllocsPerRun(100, func() { e.compress([]byte(`{"temperature":21.5}`)); e.compress([]byte(`{"temperature":21.6}`)) })
+		if allocs > 2 {
+			t.Fatalf("%s: %.0f allocations per two bodies", enc, allocs)
+		}
+	}
 }

@@ -340,8 +340,9 @@ func TestRunStopWhileWaiting(t *testing.T) {
 }
 
 // TestMeasuredEnd: the measured run ends at the end of the Duration, at the Stop
-// when it came first, or when Requests ran out at the last send (in an open loop
-// not before the next slot); the answers after it are the drain, not the run.
+// when it came first, or when Requests ran out at the later of the last send and
+// the last answer (in an open loop not before the next slot); with a Duration,
+// the answers after it are the drain, not the run.
 func TestMeasuredEnd(t *testing.T) {
 	f := func(name string, r *run, want time.Duration, wantKnown bool) {
 		t.Helper()
@@ -380,6 +381,16 @@ func TestMeasuredEnd(t *testing.T) {
 	r.stopAt = t0.Add(2 * time.Second)
 	f("duration before requests", r, 2*time.Second, true)
 
+	r = closed(0, 0, 2)
+	r.count()
+	r.count()
+	r.sent(t0.Add(time.Millisecond))
+	r.sent(t0.Add(2 * time.Millisecond))
+	f("requests out, answers not in", r, 0, false)
+	r.done(t0.Add(40 * time.Millisecond))
+	r.done(t0.Add(30 * time.Millisecond))
+	f("requests out and answered", r, 40*time.Millisecond, true)
+
 	r = openRun(100, time.Second, 0, 50)
 	r.issued.Store(50)
 	r.sent(t0.Add(1490 * time.Millisecond)) // slot 149, on time
@@ -416,24 +427,94 @@ func TestRecordFailedApart(t *testing.T) {
 }
 
 // TestBackoff: flat out, a worker waits after a request that got no answer (but
-// not past the end of the run); an open loop keeps to its schedule.
+// not past the end of the run); an open loop keeps to its schedule then. After
+// a 429 or 503 either loop waits, as long as Retry-After says within bounds.
 func TestBackoff(t *testing.T) {
-	refused := errors.New("connection refused")
-	r := &run{measureFrom: t0, stopAt: t0.Add(time.Second)}
+	refused := outcome{err: errors.New("connection refused")}
+	r := &run{measureFrom: t0, stopAt: t0.Add(time.Minute)}
 	if d := r.backoff(refused, t0); d != errorBackoff {
 		t.Fatalf("closed loop after an error: %v", d)
 	}
-	if d := r.backoff(refused, t0.Add(time.Second-time.Millisecond)); d != time.Millisecond {
+	if d := r.backoff(refused, t0.Add(time.Minute-time.Millisecond)); d != time.Millisecond {
 		t.Fatalf("near the end: %v", d)
 	}
-	if d := r.backoff(refused, t0.Add(2*time.Second)); d != 0 {
+	if d := r.backoff(refused, t0.Add(2*time.Minute)); d != 0 {
 		t.Fatalf("after the end: %v", d)
 	}
-	if d := r.backoff(nil, t0); d != 0 {
+	if d := r.backoff(outcome{status: 200}, t0); d != 0 {
 		t.Fatalf("without an error: %v", d)
 	}
-	if d := openRun(100, 0, time.Second, 0).backoff(refused, t0); d != 0 {
+	if d := r.backoff(outcome{status: 500}, t0); d != 0 {
+		t.Fatalf("after a 500: %v", d)
+	}
+	open := openRun(100, 0, time.Minute, 0)
+	if d := open.backoff(refused, t0); d != 0 {
 		t.Fatalf("open loop: %v", d)
+	}
+	for _, c := range []struct {
+		o    outcome
+		want time.Duration
+	}{
+		{outcome{status: 429}, errorBackoff},
+		{outcome{status: 503}, errorBackoff},
+		{outcome{status: 503, retryAfter: 2 * time.Second}, 2 * time.Second},
+		{outcome{status: 429, retryAfter: time.Hour}, MaxRetryAfter},
+		{outcome{status: 503, retryAfter: time.Millisecond}, errorBackoff}, // "0" does not mean hammer
+	} {
+		for name, r := range map[string]*run{"closed": r, "open": open} {
+			if d := r.backoff(c.o, t0); d != c.want {
+				t.Fatalf("%s loop after %+v: %v, want %v", name, c.o, d, c.want)
+			}
+		}
+	}
+	if d := r.backoff(outcome{status: 429, retryAfter: 5 * time.Second}, t0.Add(time.Minute-time.Second)); d != time.Second {
+		t.Fatalf("Retry-After past the end: %v", d)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	f := func(v string, want time.Duration, wantOK bool) {
+		t.Helper()
+		if d, ok := RetryAfter(v, now); d != want || ok != wantOK {
+			t.Fatalf("RetryAfter(%q) = %v, %v; want %v, %v", v, d, ok, want, wantOK)
+		}
+	}
+	f("", 0, false)
+	f("3", 3*time.Second, true)
+	f(" 0 ", 0, true)
+	f("-1", 0, false)
+	f("soon", 0, false)
+	f("Thu, 02 Jan 2025 03:04:12 GMT", 7*time.Second, true)
+	f("Thu, 02 Jan 2025 03:00:00 GMT", 0, true) // past
+	f("99999999999999999999", 0, false)         // overflows int64: not a number
+	if d, ok := RetryAfter("9999999999999", now); !ok || d < MaxRetryAfter {
+		t.Fatalf("huge: %v %v", d, ok)
+	}
+}
+
+// TestRunThrottled: flat out, 503 answers with Retry-After are not re-sent at
+// once: each connection waits (here 1 s, the smallest Retry-After), so a run of
+// 300 ms sends one request per connection.
+func TestRunThrottled(t *testing.T) {
+	for _, header := range []string{"1", time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat)} {
+		s := startServer(t, func(ctx *fasthttp.RequestCtx) {
+			ctx.Response.Header.Set("Retry-After", header)
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		})
+		start := time.Now()
+		res, err := Run(Config{Addr: s.addr, Connections: 2, Duration: 300 * time.Millisecond,
+			Generate: Telemetry([]string{"/"}, 1, 2, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := s.calls.Load(); n != 2 || res.Status[503] != 2 || res.OK() != 0 || res.OKPerSec() != 0 {
+			t.Fatalf("Retry-After %q: %d calls, result %v", header, n, res)
+		}
+		// The wait is cut at the end of the run.
+		if d := time.Since(start); d > 900*time.Millisecond {
+			t.Fatalf("Retry-After %q: the run took %v", header, d)
+		}
 	}
 }
 
@@ -489,5 +570,44 @@ func TestRunAbort(t *testing.T) {
 	}
 	if !res.Aborted || res.Requests != 0 || res.Errors != 0 {
 		t.Fatalf("aborted %v, result %v", res.Aborted, res)
+	}
+}
+
+// TestRunRequestsFewerThanConnections: with as many requests as connections,
+// all are sent at once; the run ends with the last answer, so the rate is the
+// requests over the time they took, not over the microseconds the sends took.
+func TestRunRequestsFewerThanConnections(t *testing.T) {
+	s := startServer(t, func(ctx *fasthttp.RequestCtx) { time.Sleep(50 * time.Millisecond) })
+	res, err := Run(Config{Addr: s.addr, Connections: 4, Requests: 4, Generate: Telemetry([]string{"/"}, 1, 4, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 4 || res.Elapsed < 50*time.Millisecond || res.Drain > 10*time.Millisecond || res.ReqPerSec() > 80 {
+		t.Fatalf("elapsed %v, drain %v, %.0f req/s, result %v", res.Elapsed, res.Drain, res.ReqPerSec(), res)
+	}
+}
+
+// TestRunMissedApart: an open loop against a target that answers nothing 2xx
+// has no 2xx latency; the missed requests are in MissedLatency, and in the
+// percentiles that include them (Quantile), not in Latency.
+func TestRunMissedApart(t *testing.T) {
+	s := startServer(t, func(ctx *fasthttp.RequestCtx) {
+		time.Sleep(150 * time.Millisecond)
+		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+	})
+	res, err := Run(Config{Addr: s.addr, Connections: 1, Rate: 200, Duration: 100 * time.Millisecond,
+		Generate: Telemetry([]string{"/"}, 1, 1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() != 0 || res.Latency.TotalCount() != 0 || res.Missed < 10 || res.MissedLatency.TotalCount() != res.Missed {
+		t.Fatalf("2xx latencies %d, missed %d (%d recorded), result %v", res.Latency.TotalCount(), res.Missed,
+			res.MissedLatency.TotalCount(), res)
+	}
+	if res.LatencyInclMissed().TotalCount() != res.Missed || res.Max() <= 0 || res.Max() > 100*time.Millisecond {
+		t.Fatalf("incl. missed: %d, max %v", res.LatencyInclMissed().TotalCount(), res.Max())
+	}
+	if res.Latency.TotalCount() != 0 { // LatencyInclMissed did not merge into Latency
+		t.Fatal("Latency changed")
 	}
 }

@@ -5,6 +5,9 @@
 //	sluice-load -url http://localhost:8080 -user tenant@thingsboard.org -password tenant \
 //	    -devices 100 -rate 2000 -connections 64 -duration 60s -profile meter \
 //	    -json run.json -html run.html -cleanup
+//
+// Exit status: 0 after a run with at least one 2xx answer, 2 when no request was
+// answered 2xx (the reports are still written), 1 on any other error.
 package main
 
 import (
@@ -35,8 +38,22 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	if err := run(os.Args[1:], os.Stdout, os.Stderr, sigs); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice-load:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// errNoSuccess ends a run that went through (its report is written) but in
+// which no request was answered 2xx: exit status 2, so that a script does not
+// take a dead target for a passed load test.
+var errNoSuccess = errors.New("no request was answered 2xx (exit status 2)")
+
+// exitCode is the exit status for run's error: 2 for errNoSuccess, 1 for any
+// other failure.
+func exitCode(err error) int {
+	if errors.Is(err, errNoSuccess) {
+		return 2
+	}
+	return 1
 }
 
 // flags are the command line beyond fleet.Options.
@@ -48,12 +65,14 @@ type flags struct {
 func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 	var o fleet.Options
 	var f flags
-	var profile string
+	var profile, encoding string
 	fs := flag.NewFlagSet("sluice-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: sluice-load -url URL (-user U -password P | -api-key K | -provision-key K -provision-secret S | -tokens FILE) [flags]")
-		fmt.Fprintln(stderr, "Simulates a fleet of devices against a Sluice or ThingsBoard deployment. Flags:")
+		fmt.Fprintln(stderr, "Simulates a fleet of devices against a Sluice or ThingsBoard deployment.")
+		fmt.Fprintln(stderr, "Exit status: 0 when the run went through with at least one 2xx answer; 2 when no request was")
+		fmt.Fprintln(stderr, "answered 2xx (the report is still written); 1 on any other error. Flags:")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.URL, "url", "http://localhost:8080", "target base URL (http:// or https://), with the path prefix of a deployment behind one (https://host/tb)")
@@ -65,15 +84,18 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 	fs.StringVar(&o.ProvisionKey, "provision-key", "", "provision the devices via /api/v1/provision with this device profile key")
 	fs.StringVar(&o.ProvisionSecret, "provision-secret", "", "secret of -provision-key")
 	fs.StringVar(&f.tokensFile, "tokens", "", "file of device access tokens, one per line: use these devices, create none")
-	fs.StringVar(&f.saveTokens, "save-tokens", "", "write the tokens of the fleet's devices to this file (reuse with -tokens)")
+	fs.StringVar(&f.saveTokens, "save-tokens", "", "write the tokens of the fleet's devices to this file (reuse with -tokens); also those made before a failed or interrupted setup")
 	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the devices this run created or provisioned at the end")
 	fs.StringVar(&o.NamePrefix, "name-prefix", "sluice-load", "names of created devices start with this")
 	fs.StringVar(&o.DeviceType, "device-type", "default", "type (profile name) of created devices")
-	fs.IntVar(&o.SetupConcurrency, "setup-concurrency", 16, "devices created, provisioned or deleted at once")
+	fs.IntVar(&o.SetupConcurrency, "setup-concurrency", 16, "devices created, provisioned or deleted at once (a 429 or 503 is tried again, after its Retry-After)")
 
 	fs.StringVar(&profile, "profile", "single", "payload: "+profileNames())
 	fs.IntVar(&o.BatchSize, "batch-size", 10, "timestamped points per request of -profile batch")
-	fs.Float64Var(&o.Rate, "rate", 0, "requests per second over all connections, open loop; 0 = flat out (closed loop)")
+	fs.Float64Var(&o.Rate, "rate", 0, "requests per second over all connections, open loop; 0 = flat out (closed loop). "+
+		"A connection answered 429 or 503 waits for the Retry-After (at most 10s; 100ms without one) before its next request, "+
+		"and flat out one whose request got no answer waits 100ms; with -rate the schedule goes on meanwhile: "+
+		"the requests that come due are sent by the other connections, or late (counted from their due time), or count as missed")
 	fs.IntVar(&o.Connections, "connections", 16, "concurrent connections")
 	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured run time (0 = only -requests bounds the run)")
 	fs.Int64Var(&o.Requests, "requests", 0, "stop after this many requests (0 = only -duration bounds the run)")
@@ -81,7 +103,8 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "timeout of each request")
 	fs.IntVar(&o.AttributesEvery, "attributes-every", 0, "every device posts client attributes instead of telemetry every N of its requests (0 = never)")
 	fs.IntVar(&o.RPCPollers, "rpc-poll", 0, "this many devices also long-poll GET /api/v1/{token}/rpc for server-side RPC and reply")
-	fs.DurationVar(&o.RPCTimeout, "rpc-timeout", 30*time.Second, "timeout of each RPC long poll")
+	fs.DurationVar(&o.RPCTimeout, "rpc-timeout", fleet.DefaultRPCTimeout, "timeout of each RPC long poll; keep it under 30s against ThingsBoard, whose async request timeout answers 503 at 30 s")
+	fs.StringVar(&encoding, "encoding", "none", "body encoding of telemetry and attribute posts: none, gzip or zstd (compressed, with Content-Encoding); Sluice accepts both, ThingsBoard does not decompress request bodies: use none against it")
 	fs.DurationVar(&o.Interval, "interval", time.Second, "resolution of the progress line and the report's timeline")
 	fs.StringVar(&f.jsonFile, "json", "", "write the JSON report to this file")
 	fs.StringVar(&f.htmlFile, "html", "", "write the self-contained HTML report (charts) to this file")
@@ -97,6 +120,12 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 		return o, f, err
 	}
 	o.Profile = p
+	if encoding != "none" {
+		if err := loadtest.CheckEncoding(encoding); err != nil {
+			return o, f, fmt.Errorf("-encoding: %w (or none)", err)
+		}
+		o.Encoding = encoding
+	}
 	if f.tokensFile != "" {
 		if o.Tokens, err = readTokens(f.tokensFile); err != nil {
 			return o, f, err
@@ -115,8 +144,28 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 }
 
 // check refuses flags that would fail only after the devices were made (and the
-// fleet's setup is the slow, visible part of a run).
+// fleet's setup is the slow, visible part of a run), and 0 where 0 has no
+// meaning of its own (fleet.Options would take it for its default).
 func check(o fleet.Options, f flags) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"-timeout", o.Timeout}, {"-interval", o.Interval}, {"-rpc-timeout", o.RPCTimeout}} {
+		if d.v == 0 {
+			return fmt.Errorf("%s 0: want a duration above 0", d.name)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"-connections", o.Connections}, {"-batch-size", o.BatchSize}, {"-setup-concurrency", o.SetupConcurrency}} {
+		if n.v == 0 {
+			return fmt.Errorf("%s 0: want at least 1", n.name)
+		}
+	}
+	if o.Devices == 0 && len(o.Tokens) == 0 {
+		return errors.New("-devices 0: want at least 1 device to create or provision (0 means all of them only with -tokens)")
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -161,6 +210,13 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
+	// The output files are opened now: a path that cannot be written fails
+	// before the devices are made and the load is sent, not after.
+	outs, err := openOutputs(f)
+	if err != nil {
+		return err
+	}
+	defer outs.discard() // those not written: an error ended the run first
 	live := !f.quiet && isTerminal(stderr)
 	stderr = &syncWriter{w: stderr} // the progress line and the signal watcher write from goroutines
 
@@ -184,17 +240,20 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 	}
 	if err != nil {
 		endWatch()
-		if fl != nil && f.cleanup {
-			err = errors.Join(err, cleanup(fl, stderr))
+		if ctx.Err() != nil {
+			err = fmt.Errorf("setup interrupted: %w", err)
 		}
-		return err
+		if fl == nil {
+			return err
+		}
+		// The devices made so far stay unless cleaned up: keep their tokens.
+		return errors.Join(err, outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }),
+			finish(f, fl, stderr))
 	}
 	fmt.Fprintf(stderr, "sluice-load: %d devices (%s) in %v\n", len(fl.Devices), fl.Mode, fl.SetupTime.Round(time.Millisecond))
-	if f.saveTokens != "" {
-		if err := writeFile(f.saveTokens, func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }); err != nil {
-			endWatch()
-			return errors.Join(err, maybeCleanup(f.cleanup, fl, stderr))
-		}
+	if err := outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }); err != nil {
+		endWatch()
+		return errors.Join(err, finish(f, fl, stderr))
 	}
 
 	rep, err := fl.Run(ctx)
@@ -203,18 +262,108 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 		fmt.Fprintln(stderr)
 	}
 	if err != nil {
-		return errors.Join(err, maybeCleanup(f.cleanup, fl, stderr))
+		return errors.Join(err, finish(f, fl, stderr))
 	}
 	rep.WriteText(stdout)
-	var errs []error
-	if f.jsonFile != "" {
-		errs = append(errs, writeFile(f.jsonFile, rep.WriteJSON))
+	errs := []error{outs.json.write(rep.WriteJSON), outs.html.write(rep.WriteHTML), finish(f, fl, stderr)}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	if f.htmlFile != "" {
-		errs = append(errs, writeFile(f.htmlFile, rep.WriteHTML))
+	if rep.Summary.OK == 0 {
+		return errNoSuccess
 	}
-	errs = append(errs, maybeCleanup(f.cleanup, fl, stderr))
-	return errors.Join(errs...)
+	return nil
+}
+
+// finish deletes the fleet's devices with -cleanup; without, it says which
+// devices the run leaves on the target, if it made any.
+func finish(f flags, fl *fleet.Fleet, stderr io.Writer) error {
+	if f.cleanup {
+		err := cleanup(fl, stderr)
+		if err != nil && fl.Made() {
+			err = fmt.Errorf("%w; devices named %s may be left: delete them", err, fl.Names)
+		}
+		return err
+	}
+	if !fl.Made() || len(fl.Devices)+fl.Unsure() == 0 {
+		return nil
+	}
+	var more, saved string
+	if n := fl.Unsure(); n > 0 {
+		more = fmt.Sprintf(" (and up to %d more whose setup got no clear answer)", n)
+	}
+	if f.saveTokens != "" {
+		saved = ", their tokens in " + f.saveTokens
+	}
+	fmt.Fprintf(stderr, "sluice-load: left %d devices named %s%s on the target%s; delete them when done (-cleanup deletes a run's devices at its end)\n",
+		len(fl.Devices), fl.Names, more, saved)
+	return nil
+}
+
+// output is a file the run writes at its end, opened at its start.
+type output struct {
+	path    string
+	f       *os.File // nil: not asked for, or written
+	created bool     // the run created it: removed when not written
+}
+
+// outputs are the files of -save-tokens, -json and -html.
+type outputs struct{ tokens, json, html *output }
+
+// openOutputs opens (creates or truncates) the files f names, or fails before
+// anything else happened, opening none.
+func openOutputs(f flags) (*outputs, error) {
+	outs := &outputs{}
+	for _, o := range []struct {
+		path string
+		to   **output
+	}{{f.saveTokens, &outs.tokens}, {f.jsonFile, &outs.json}, {f.htmlFile, &outs.html}} {
+		out := &output{path: o.path}
+		*o.to = out
+		if o.path == "" {
+			continue
+		}
+		_, statErr := os.Stat(o.path)
+		// Tokens files and reports are for the user only.
+		file, err := os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			outs.discard()
+			return nil, fmt.Errorf("cannot write %s: %w", o.path, err)
+		}
+		out.f, out.created = file, errors.Is(statErr, os.ErrNotExist)
+	}
+	return outs, nil
+}
+
+// write writes the file with fn and closes it; nothing when it was not asked for.
+func (o *output) write(fn func(io.Writer) error) error {
+	if o.f == nil {
+		return nil
+	}
+	f := o.f
+	o.f = nil
+	if err := fn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot write %s: %w", o.path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", o.path, err)
+	}
+	return nil
+}
+
+// discard closes the files not written, and removes those the run created.
+func (outs *outputs) discard() {
+	for _, o := range []*output{outs.tokens, outs.json, outs.html} {
+		if o == nil || o.f == nil {
+			continue
+		}
+		o.f.Close()
+		o.f = nil
+		if o.created {
+			os.Remove(o.path)
+		}
+	}
 }
 
 // watch calls stop at the first signal of sigs and closes abort at the second,
@@ -260,7 +409,7 @@ func progress(w io.Writer, o fleet.Options, quiet, live bool) func(loadtest.Samp
 	line := func(s loadtest.Sample) string {
 		all := s.TotalRequests + s.TotalErrors
 		return fmt.Sprintf("%s req/s, %s requests, %s failed, 2xx p99 %s (so far %s)",
-			report.Thousands(s.ReqPerSec()), report.Thousands(float64(all)),
+			report.Rate(s.ReqPerSec()), report.Thousands(float64(all)),
 			report.Thousands(float64(s.TotalFailed)), p99(s.P99, s.Latencies), p99(s.TotalP99, all-s.TotalFailed))
 	}
 	if !live {
@@ -297,13 +446,6 @@ func newBar(w io.Writer, total int64, desc string) *progressbar.ProgressBar {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func maybeCleanup(do bool, fl *fleet.Fleet, stderr io.Writer) error {
-	if !do {
-		return nil
-	}
-	return cleanup(fl, stderr)
-}
-
 // cleanup deletes the fleet's devices, even after Ctrl-C ended the run; a
 // Ctrl-C during the cleanup ends it.
 func cleanup(fl *fleet.Fleet, stderr io.Writer) error {
@@ -324,19 +466,6 @@ func readTokens(path string) ([]string, error) {
 	}
 	defer f.Close()
 	return fleet.ReadTokens(f)
-}
-
-// writeFile writes path with fn; tokens files and reports are for the user only.
-func writeFile(path string, fn func(io.Writer) error) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	return f.Close()
 }
 
 // syncWriter serializes writes to w.

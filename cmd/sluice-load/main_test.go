@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +64,26 @@ func TestParse(t *testing.T) {
 		bad("-rate", "-rate", rate)
 	}
 	bad("needs a login", "-provision-key", "k", "-provision-secret", "s", "-cleanup")
+	// 0 where it has no meaning is refused, not taken for the default.
+	bad("-connections 0: want at least 1", "-connections", "0")
+	bad("-batch-size 0: want at least 1", "-batch-size", "0")
+	bad("-setup-concurrency 0: want at least 1", "-setup-concurrency", "0")
+	bad("-timeout 0: want a duration above 0", "-timeout", "0")
+	bad("-interval 0: want a duration above 0", "-interval", "0")
+	bad("-rpc-timeout 0: want a duration above 0", "-rpc-timeout", "0")
+	bad("-devices 0: want at least 1", "-devices", "0", "-user", "u")
+	bad("-setup-concurrency -2: negative", "-setup-concurrency", "-2")
+	bad("-encoding", "-encoding", "br")
+	// 0 where it means something is taken.
+	o, _, err = parse([]string{"-tokens", tokens, "-devices", "0", "-rate", "0", "-requests", "0", "-warmup", "0",
+		"-attributes-every", "0", "-rpc-poll", "0", "-encoding", "zstd"}, &bytes.Buffer{})
+	if err != nil || o.Devices != 0 || o.Encoding != "zstd" {
+		t.Fatalf("zeros with a meaning: %+v, %v", o, err)
+	}
+	o, _, _ = parse([]string{"-tokens", tokens}, &bytes.Buffer{})
+	if o.Encoding != "" || o.RPCTimeout != 25*time.Second {
+		t.Fatalf("defaults: encoding %q, rpc timeout %v", o.Encoding, o.RPCTimeout)
+	}
 	if _, _, err := parse([]string{"-provision-key", "k", "-provision-secret", "s", "-cleanup", "-api-key", "x"}, &bytes.Buffer{}); err != nil {
 		t.Fatalf("provision with a login and -cleanup: %v", err)
 	}
@@ -90,7 +115,8 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "50 requests in") || !strings.Contains(stdout.String(), "status: 200 50") {
+	if !strings.Contains(stdout.String(), "50 requests in") || !strings.Contains(stdout.String(), "status: 200 50") ||
+		!strings.Contains(stdout.String(), "2xx/s") {
 		t.Fatalf("stdout:\n%s", stdout.String())
 	}
 	if paths["/api/v1/A/telemetry"] != 20 || paths["/api/v1/B/attributes"] != 5 {
@@ -150,13 +176,207 @@ func TestRunSecondInterrupt(t *testing.T) {
 	sigs <- os.Interrupt // and stop waiting for it: taken only once the first was handled
 	select {
 	case err := <-done:
-		if err != nil {
+		if !errors.Is(err, errNoSuccess) { // nothing was answered, and so nothing 2xx
 			t.Fatal(err)
 		}
 	case <-time.After(2 * time.Minute): // a guard against a hang, not a measure
 		t.Fatal("the run did not end after the second interrupt")
 	}
-	if !strings.Contains(stdout.String(), "interrupted:") || !strings.Contains(stderr.String(), "Ctrl-C again") {
+	if !strings.Contains(stdout.String(), "interrupted:") || !strings.Contains(stderr.String(), "Ctrl-C again") ||
+		strings.Contains(stdout.String(), "answers in flight") {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+}
+
+// startServer serves handler on loopback until the test ends; it returns the URL.
+func startServer(t *testing.T, handler func(ctx *fasthttp.RequestCtx)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+// TestRunNoSuccess: a run in which no request got a 2xx answer writes its
+// report, headlines 0 2xx/s, and ends with exit status 2. Flat out, a 503 with
+// Retry-After is not re-sent at once.
+func TestRunNoSuccess(t *testing.T) {
+	var calls atomic.Int64
+	url := startServer(t, func(ctx *fasthttp.RequestCtx) {
+		calls.Add(1)
+		ctx.Response.Header.Set("Retry-After", "5")
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+	})
+	dir := t.TempDir()
+	tokens, jsonFile := filepath.Join(dir, "tokens"), filepath.Join(dir, "r.json")
+	os.WriteFile(tokens, []byte("A\n"), 0o600)
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"-url", url, "-tokens", tokens, "-duration", "300ms", "-connections", "2", "-quiet", "-json", jsonFile},
+		&stdout, &stderr, nil)
+	if !errors.Is(err, errNoSuccess) || exitCode(err) != 2 {
+		t.Fatalf("error %v (exit %d)\n%s", err, exitCode(err), stdout.String())
+	}
+	if exitCode(errors.New("other")) != 1 {
+		t.Fatal("another error is not exit status 1")
+	}
+	if n := calls.Load(); n != 2 { // one per connection: each then waits out the Retry-After (cut at the end)
+		t.Fatalf("%d requests to a target answering 503 with Retry-After 5", n)
+	}
+	if !strings.Contains(stdout.String(), "(0 2xx/s)") || !strings.Contains(stdout.String(), "latency (2xx) from send:      none") {
+		t.Fatalf("stdout:\n%s", stdout.String())
+	}
+	if b, err := os.ReadFile(jsonFile); err != nil || !bytes.Contains(b, []byte(`"okPerSec": 0`)) {
+		t.Fatalf("JSON report %s, %v", b, err)
+	}
+}
+
+// TestRunOutputsFirst: a report path that cannot be written fails the run
+// before it sends anything (or makes any device).
+func TestRunOutputsFirst(t *testing.T) {
+	var calls atomic.Int64
+	url := startServer(t, func(ctx *fasthttp.RequestCtx) { calls.Add(1) })
+	dir := t.TempDir()
+	tokens, jsonFile := filepath.Join(dir, "tokens"), filepath.Join(dir, "r.json")
+	os.WriteFile(tokens, []byte("A\n"), 0o600)
+	for _, flag := range []string{"-json", "-html", "-save-tokens"} {
+		err := run([]string{"-url", url, "-tokens", tokens, "-requests", "5", "-quiet", "-json", jsonFile, flag, filepath.Join(dir, "no", "such", "dir")},
+			&bytes.Buffer{}, &bytes.Buffer{}, nil)
+		if err == nil || !strings.Contains(err.Error(), "cannot write") || calls.Load() != 0 {
+			t.Fatalf("%s: error %v, %d requests", flag, err, calls.Load())
+		}
+		// The file opened before the bad one is not left behind, empty.
+		if _, err := os.Stat(jsonFile); flag != "-json" && !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s: %s left: %v", flag, jsonFile, err)
+		}
+	}
+}
+
+// TestRunSetupFails: when the setup fails part way (here the third create is
+// refused), the tokens of the devices made are written to -save-tokens and the
+// devices left are named; with -cleanup they are deleted instead.
+func TestRunSetupFails(t *testing.T) {
+	for _, withCleanup := range []bool{false, true} {
+		var mu sync.Mutex
+		creates, deletes := 0, 0
+		devices := map[string]string{} // id → name
+		url := startServer(t, func(ctx *fasthttp.RequestCtx) {
+			mu.Lock()
+			defer mu.Unlock()
+			ctx.SetContentType("application/json")
+			switch p := string(ctx.Path()); {
+			case p == "/api/auth/login":
+				ctx.SetBodyString(`{"token":"jwt","refreshToken":"r"}`)
+			case p == "/api/device" && string(ctx.Method()) == "POST":
+				creates++
+				if creates == 3 {
+					ctx.SetStatusCode(400)
+					ctx.SetBodyString(`{"message":"no"}`)
+					return
+				}
+				var body struct{ Name string }
+				json.Unmarshal(ctx.PostBody(), &body)
+				id := fmt.Sprintf("id-%d", creates)
+				devices[id] = body.Name
+				fmt.Fprintf(ctx, `{"id":{"id":%q}}`, id)
+			case strings.HasPrefix(p, "/api/device/") && string(ctx.Method()) == "DELETE":
+				deletes++
+				delete(devices, strings.TrimPrefix(p, "/api/device/"))
+			default:
+				ctx.SetStatusCode(404)
+			}
+		})
+		dir := t.TempDir()
+		saved := filepath.Join(dir, "saved")
+		args := []string{"-url", url, "-user", "u", "-password", "p", "-devices", "5", "-setup-concurrency", "1",
+			"-save-tokens", saved, "-quiet", "-name-prefix", "t"}
+		if withCleanup {
+			args = append(args, "-cleanup")
+		}
+		var stderr bytes.Buffer
+		err := run(args, &bytes.Buffer{}, &stderr, nil)
+		if err == nil || !strings.Contains(err.Error(), "status 400") || exitCode(err) != 1 {
+			t.Fatalf("error %v", err)
+		}
+		b, _ := os.ReadFile(saved)
+		if n := strings.Count(string(b), "\n"); n != 2 {
+			t.Fatalf("cleanup %v: %d tokens saved:\n%s", withCleanup, n, b)
+		}
+		mu.Lock()
+		left := len(devices)
+		mu.Unlock()
+		if withCleanup {
+			if left != 0 || deletes != 2 || strings.Contains(stderr.String(), "left ") {
+				t.Fatalf("cleanup: %d devices left, %d deletes\n%s", left, deletes, stderr.String())
+			}
+			continue
+		}
+		if left != 2 || !regexp.MustCompile(`left 2 devices named t-[0-9a-f]{6}-\*`).MatchString(stderr.String()) ||
+			!strings.Contains(stderr.String(), "tokens in "+saved) {
+			t.Fatalf("%d devices left; stderr:\n%s", left, stderr.String())
+		}
+	}
+}
+
+// TestRunSetupInterrupted: a Ctrl-C during the setup keeps the tokens of the
+// devices made so far and says which devices it leaves.
+func TestRunSetupInterrupted(t *testing.T) {
+	var mu sync.Mutex
+	creates := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/auth/login":
+			fmt.Fprint(w, `{"token":"jwt"}`)
+		case "/api/device":
+			mu.Lock()
+			creates++
+			n := creates
+			mu.Unlock()
+			if n > 2 {
+				io.Copy(io.Discard, r.Body) // so that the server sees the client go
+				<-r.Context().Done()        // the third never comes back
+				return
+			}
+			fmt.Fprintf(w, `{"id":{"id":"id-%d"}}`, n)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	saved := filepath.Join(t.TempDir(), "saved")
+	sigs := make(chan os.Signal, 1)
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"-url", srv.URL, "-user", "u", "-password", "p", "-devices", "5", "-setup-concurrency", "1",
+			"-save-tokens", saved, "-quiet"}, &bytes.Buffer{}, &stderr, sigs)
+	}()
+	for {
+		mu.Lock()
+		n := creates
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sigs <- os.Interrupt
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a guard against a hang, not a measure
+		t.Fatal("the setup did not end at the interrupt")
+	}
+	if err == nil || !strings.Contains(err.Error(), "setup interrupted") {
+		t.Fatalf("error %v", err)
+	}
+	b, _ := os.ReadFile(saved)
+	if strings.Count(string(b), "\n") != 2 ||
+		!regexp.MustCompile(`left 2 devices named sluice-load-[0-9a-f]{6}-\* \(and up to 1 more`).MatchString(stderr.String()) {
+		t.Fatalf("saved:\n%s\nstderr:\n%s", b, stderr.String())
 	}
 }

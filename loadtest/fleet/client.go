@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-iot/sluice/loadtest"
 )
 
 // client is the REST side of the fleet: login, device create, provision, delete.
@@ -32,11 +34,24 @@ type client struct {
 	renewing sync.Mutex
 }
 
+// Retries of a REST call (retry): how many attempts in all, and the first wait
+// without a Retry-After (doubled at each attempt). Variables for the tests.
+var (
+	retryAttempts = 4
+	retryBase     = 500 * time.Millisecond
+)
+
 // apiError is a non-2xx answer.
 type apiError struct {
 	method, path string
 	status       int
 	body         string
+	retryAfter   time.Duration // the answer's Retry-After (0: none)
+	// afterUnsure: an earlier attempt of this call failed without saying that
+	// it did nothing (a 503, or no answer), so the call may have taken effect
+	// even though this answer is a 4xx (a create retried after its device was
+	// made is refused as a duplicate).
+	afterUnsure bool
 }
 
 func (e *apiError) Error() string {
@@ -58,10 +73,15 @@ func (c *client) authHeader() string {
 }
 
 // do sends body (nil: none) as JSON and decodes a 2xx answer into out (nil:
-// ignored). A 401 to a call made with a JWT renews the token (refresh, or log in
-// again) and tries the call once more: the token expires in a long run, and
-// cleanup at its end must still work. API keys do not expire that way.
+// ignored), with retries (retry). A 401 to a call made with a JWT renews the
+// token (refresh, or log in again) and tries the call once more: the token
+// expires in a long run, and cleanup at its end must still work. API keys do not
+// expire that way.
 func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	return c.retry(ctx, idempotent(method), func() error { return c.doOnce(ctx, method, path, body, out) })
+}
+
+func (c *client) doOnce(ctx context.Context, method, path string, body, out any) error {
 	auth := c.authHeader()
 	err := c.send(ctx, method, path, auth, body, out)
 	var ae *apiError
@@ -72,6 +92,65 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		return fmt.Errorf("%w (and the expired login could not be renewed: %v)", err, rerr)
 	}
 	return c.send(ctx, method, path, c.authHeader(), body, out)
+}
+
+// idempotent tells the methods whose call may be repeated after it got no
+// answer: doing it twice is doing it once. A POST is not (a create that got no
+// answer may have made its device).
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
+}
+
+// retry runs call up to retryAttempts times while it fails with a 429 or a 503
+// (a target under load, or restarting, says "later"), or, when idempotent, with
+// no answer. It waits between attempts for the answer's Retry-After (at most
+// loadtest.MaxRetryAfter), or retryBase doubled at each attempt. A ctx that ends
+// (Ctrl-C) ends the waits; the last error is returned.
+func (c *client) retry(ctx context.Context, idempotent bool, call func() error) error {
+	unsure := false
+	for attempt := 1; ; attempt++ {
+		err := call()
+		var ae *apiError
+		isAPI := errors.As(err, &ae)
+		if isAPI && unsure {
+			ae.afterUnsure = true
+		}
+		if err == nil || attempt >= retryAttempts || ctx.Err() != nil {
+			return err
+		}
+		wait := retryBase << (attempt - 1)
+		switch {
+		case isAPI && (ae.status == http.StatusTooManyRequests || ae.status == http.StatusServiceUnavailable):
+			if ae.retryAfter > 0 {
+				wait = min(ae.retryAfter, loadtest.MaxRetryAfter)
+			}
+			// A 429 says the call was not taken; a 503 from a proxy may come
+			// after the server did it.
+			unsure = unsure || ae.status == http.StatusServiceUnavailable
+		case !isAPI && idempotent && noAnswer(err):
+			unsure = true
+		default:
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// noAnswer tells a failure to get an answer (a refused or dropped connection,
+// a timeout of the call) from one of the answer (a body that is not JSON).
+func noAnswer(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue)
 }
 
 // send is one call with the X-Authorization value auth ("" for none).
@@ -108,7 +187,9 @@ func (c *client) send(ctx context.Context, method, path, auth string, body, out 
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The path may hold a device token: name the route, not the request.
-		return &apiError{method: method, path: strings.SplitN(path, "?", 2)[0], status: resp.StatusCode, body: string(b)}
+		ae := &apiError{method: method, path: strings.SplitN(path, "?", 2)[0], status: resp.StatusCode, body: string(b)}
+		ae.retryAfter, _ = loadtest.RetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -128,7 +209,11 @@ type tokenPair struct {
 // with what renews it.
 func (c *client) login(ctx context.Context, user, password string) error {
 	var pair tokenPair
-	if err := c.send(ctx, http.MethodPost, "/api/auth/login", "", map[string]string{"username": user, "password": password}, &pair); err != nil {
+	// A login changes nothing on the server: it may be repeated after no answer.
+	err := c.retry(ctx, true, func() error {
+		return c.send(ctx, http.MethodPost, "/api/auth/login", "", map[string]string{"username": user, "password": password}, &pair)
+	})
+	if err != nil {
 		return fmt.Errorf("cannot log in as %s: %w", user, err)
 	}
 	if pair.Token == "" {

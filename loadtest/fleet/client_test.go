@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +30,14 @@ type fakeTB struct {
 	// What it was asked, and requests outside the prefix.
 	logins, refreshes, creates, telemetry, polls int
 	stray                                        []string
-	// createStatus, when set, is the status of the n-th create (from 1): a 4xx
-	// does not make the device, anything else does and then answers it.
-	createStatus func(n int) int
+	// createStatus, when set, is the status of the n-th create (from 1): a 4xx,
+	// or a 503 (the server is overloaded), does not make the device, anything
+	// else does and then answers it. deleteStatus, when set, is the status of
+	// the n-th delete: anything but 200 deletes nothing. A 429 or 503 of either
+	// carries Retry-After: retryAfter when set.
+	createStatus, deleteStatus func(n int) int
+	retryAfter                 string
+	deletes                    int
 }
 
 func newFakeTB(t *testing.T, prefix string) *fakeTB {
@@ -133,7 +139,8 @@ func (tb *fakeTB) serve(w http.ResponseWriter, r *http.Request) {
 		if tb.createStatus != nil {
 			status = tb.createStatus(tb.creates)
 		}
-		if status >= 400 && status < 500 {
+		if status >= 400 && status < 500 || status == 503 {
+			tb.throttle(w, status)
 			answer(status, map[string]string{"message": "bad request"})
 			return
 		}
@@ -150,6 +157,14 @@ func (tb *fakeTB) serve(w http.ResponseWriter, r *http.Request) {
 		answer(404, map[string]string{"message": "not found"})
 	case r.Method == "DELETE" && strings.HasPrefix(path, "device/"):
 		id := strings.TrimPrefix(path, "device/")
+		tb.deletes++
+		if tb.deleteStatus != nil {
+			if status := tb.deleteStatus(tb.deletes); status != 200 {
+				tb.throttle(w, status)
+				answer(status, map[string]string{"message": "busy"})
+				return
+			}
+		}
 		if _, ok := tb.devices[id]; !ok {
 			answer(404, map[string]string{"message": "not found"})
 			return
@@ -157,6 +172,13 @@ func (tb *fakeTB) serve(w http.ResponseWriter, r *http.Request) {
 		delete(tb.devices, id)
 	default:
 		answer(404, map[string]string{"message": "no route " + path})
+	}
+}
+
+// throttle sets Retry-After on a 429 or 503; under mu.
+func (tb *fakeTB) throttle(w http.ResponseWriter, status int) {
+	if (status == 429 || status == 503) && tb.retryAfter != "" {
+		w.Header().Set("Retry-After", tb.retryAfter)
 	}
 }
 
@@ -263,4 +285,125 @@ func TestNotMade(t *testing.T) {
 	f(&apiError{status: 503}, false)
 	f(context.DeadlineExceeded, false)
 	f(errors.New("connection reset"), false)
+}
+
+// fastRetries makes the retries of the test wait 1 ms (without Retry-After).
+func fastRetries(t *testing.T) {
+	base := retryBase
+	retryBase = time.Millisecond
+	t.Cleanup(func() { retryBase = base })
+}
+
+// TestSetupRetries: a 429 or 503 to a create is tried again, after the
+// answer's Retry-After; the setup does not end at the first one. So is a 429 to
+// a delete at the cleanup.
+func TestSetupRetries(t *testing.T) {
+	fastRetries(t)
+	ctx := context.Background()
+	tb := newFakeTB(t, "")
+	tb.retryAfter = "1"
+	tb.createStatus = func(n int) int {
+		switch n {
+		case 2:
+			return http.StatusTooManyRequests
+		case 4:
+			return http.StatusServiceUnavailable
+		}
+		return 200
+	}
+	tb.deleteStatus = func(n int) int {
+		if n == 1 {
+			return http.StatusTooManyRequests
+		}
+		return 200
+	}
+	start := time.Now()
+	f, err := New(ctx, Options{URL: tb.url, User: "tenant", Password: "pw", Devices: 4, SetupConcurrency: 1})
+	if err != nil || len(f.Devices) != 4 || f.Unsure() != 0 {
+		t.Fatalf("error %v, %d devices, %d unsure", err, len(f.Devices), f.Unsure())
+	}
+	if d := time.Since(start); d < 2*time.Second || tb.count(&tb.creates) != 6 {
+		t.Fatalf("%d creates in %v: want 6, after two waits of Retry-After 1 s", tb.creates, d)
+	}
+	if err := f.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(tb.devices) != 0 || tb.count(&tb.deletes) != 5 {
+		t.Fatalf("devices left %v, %d deletes", tb.devices, tb.deletes)
+	}
+}
+
+// TestSetupRetriesRunOut: a create answered 503 every time fails the setup
+// after retryAttempts; the device may exist (a 503 of a proxy may come after
+// the server made it), so cleanup looks it up by name.
+func TestSetupRetriesRunOut(t *testing.T) {
+	fastRetries(t)
+	tb := newFakeTB(t, "")
+	tb.createStatus = func(n int) int {
+		if n >= 2 {
+			return http.StatusServiceUnavailable
+		}
+		return 200
+	}
+	f, err := New(context.Background(), Options{URL: tb.url, User: "tenant", Password: "pw", Devices: 3, SetupConcurrency: 1})
+	if err == nil || !strings.Contains(err.Error(), "status 503") || len(f.Devices) != 1 || f.Unsure() != 1 {
+		t.Fatalf("error %v, %d devices, %d unsure", err, len(f.Devices), f.Unsure())
+	}
+	if n := tb.count(&tb.creates); n != 1+retryAttempts {
+		t.Fatalf("%d creates, want %d", n, 1+retryAttempts)
+	}
+	if f.Names == "" || !strings.HasPrefix(f.Devices[0].Name, strings.TrimSuffix(f.Names, "*")) {
+		t.Fatalf("names %q, device %q", f.Names, f.Devices[0].Name)
+	}
+	if err := f.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetry: which failures are tried again, how often, and what a 4xx to a
+// retry after a 503 or no answer says.
+func TestRetry(t *testing.T) {
+	fastRetries(t)
+	c := &client{}
+	ctx := context.Background()
+	noAnswer := &url.Error{Op: "Get", URL: "http://x", Err: errors.New("connection reset by peer")}
+	f := func(name string, idempotent bool, errs []error, wantCalls int) error {
+		t.Helper()
+		calls := 0
+		err := c.retry(ctx, idempotent, func() error {
+			calls++
+			return errs[min(calls, len(errs))-1]
+		})
+		if calls != wantCalls {
+			t.Fatalf("%s: %d calls, want %d (error %v)", name, calls, wantCalls, err)
+		}
+		return err
+	}
+	if err := f("429 then ok", false, []error{&apiError{status: 429}, nil}, 2); err != nil {
+		t.Fatal(err)
+	}
+	f("503 always", false, []error{&apiError{status: 503}}, retryAttempts)
+	f("400", false, []error{&apiError{status: 400}}, 1)
+	f("500", true, []error{&apiError{status: 500}}, 1)
+	f("no answer, idempotent", true, []error{noAnswer, nil}, 2)
+	f("no answer, POST", false, []error{noAnswer}, 1)
+	f("not JSON", true, []error{errors.New("unexpected answer")}, 1)
+
+	err := f("503 then 400", false, []error{&apiError{status: 503}, &apiError{status: 400}}, 2)
+	if notMade(err) {
+		t.Fatal("a 400 after a 503 says the device was not made")
+	}
+	if err := f("429 then 400", false, []error{&apiError{status: 429}, &apiError{status: 400}}, 2); !notMade(err) {
+		t.Fatal("a 400 after a 429 does not say the device was not made")
+	}
+
+	// Retry-After decides the wait; a cancelled ctx ends it.
+	cctx, cancel := context.WithCancel(ctx)
+	calls := 0
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	start := time.Now()
+	err = c.retry(cctx, false, func() error { calls++; return &apiError{status: 429, retryAfter: time.Hour} })
+	if calls != 1 || err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("cancelled during Retry-After: %d calls, %v, %v", calls, err, time.Since(start))
+	}
 }

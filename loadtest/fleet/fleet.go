@@ -57,9 +57,14 @@ type Options struct {
 	// telemetry on every AttributesEvery-th of its requests.
 	AttributesEvery int
 	// RPCPollers devices (the first ones) also long-poll for server-side RPC, with
-	// RPCTimeout as the poll's timeout (default 30s).
+	// RPCTimeout as the poll's timeout (default 25s: under the 30 s async request
+	// timeout of a ThingsBoard monolith, which answers 503 at 30 s).
 	RPCPollers int
 	RPCTimeout time.Duration
+	// Encoding, when set, compresses every telemetry and attribute body with it
+	// ("gzip" or "zstd", loadtest.Config.Encoding) and sends Content-Encoding.
+	// Sluice accepts both; ThingsBoard does not decompress device API bodies.
+	Encoding string
 	// Interval is the resolution of the report's timeline and of OnSample (default 1s).
 	Interval time.Duration
 	OnSample func(loadtest.Sample)
@@ -95,16 +100,24 @@ func (o *Options) normalize() error {
 	if _, err := loadtest.ParseProfile(string(o.Profile)); err != nil {
 		return err
 	}
+	if err := loadtest.CheckEncoding(o.Encoding); err != nil {
+		return err
+	}
 	setDefault(&o.NamePrefix, "sluice-load")
 	setDefault(&o.DeviceType, "default")
 	setDefault(&o.SetupConcurrency, 16)
 	setDefault(&o.BatchSize, 10)
 	setDefault(&o.Connections, 16)
 	setDefault(&o.Timeout, 10*time.Second)
-	setDefault(&o.RPCTimeout, 30*time.Second)
+	setDefault(&o.RPCTimeout, DefaultRPCTimeout)
 	setDefault(&o.Interval, time.Second)
 	return nil
 }
+
+// DefaultRPCTimeout is the RPC long poll's timeout when Options.RPCTimeout is 0:
+// under the 30 s async request timeout of a ThingsBoard monolith (Spring's,
+// which answers 503 at 30 s), so a poll ends with its own timeout there too.
+const DefaultRPCTimeout = 25 * time.Second
 
 func setDefault[T comparable](v *T, def T) {
 	var zero T
@@ -149,7 +162,7 @@ func (f *Fleet) Run(ctx context.Context) (*report.Report, error) {
 
 	cfg := loadtest.Config{
 		Addr: f.addr, TLS: f.tls, Connections: o.Connections, Rate: o.Rate,
-		Duration: o.Duration, Requests: o.Requests, Warmup: o.Warmup, Timeout: o.Timeout,
+		Duration: o.Duration, Requests: o.Requests, Warmup: o.Warmup, Timeout: o.Timeout, Encoding: o.Encoding,
 		Generate: t.generate, Interval: o.Interval, OnSample: o.OnSample, Stop: ctx.Done(), Abort: o.Abort,
 	}
 	if f.tls {
@@ -166,7 +179,7 @@ func (f *Fleet) Run(ctx context.Context) (*report.Report, error) {
 	r.Target, r.StartedAt = f.client.base, started
 	r.Setup = report.Setup{Mode: f.Mode, Devices: len(f.Devices), Seconds: f.SetupTime.Seconds()}
 	r.Config = report.Config{
-		Profile: string(o.Profile), Rate: o.Rate, Connections: o.Connections,
+		Profile: string(o.Profile), Encoding: o.Encoding, Rate: o.Rate, Connections: o.Connections,
 		DurationSeconds: o.Duration.Seconds(), Requests: o.Requests, WarmupSeconds: o.Warmup.Seconds(),
 		TimeoutSeconds: o.Timeout.Seconds(), AttributesEvery: o.AttributesEvery,
 	}

@@ -39,6 +39,10 @@ type Fleet struct {
 	Devices []Device
 	// SetupTime is how long creating or provisioning the devices took.
 	SetupTime time.Duration
+	// Names is the pattern of the names of the devices this fleet made or
+	// tried to make, "<NamePrefix>-<run>-*" (run: 6 hex digits, new for every
+	// fleet); empty for a fleet from tokens.
+	Names string
 
 	opts   Options
 	client *client
@@ -134,6 +138,7 @@ func (f *Fleet) login(ctx context.Context) error {
 // time, keeping the devices that succeeded; it stops at the first error.
 func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) error) error {
 	run := randomHex(3)
+	f.Names = f.opts.NamePrefix + "-" + run + "-*"
 	devices := make([]Device, f.opts.Devices)
 	for i := range devices {
 		devices[i].Name = fmt.Sprintf("%s-%s-%d", f.opts.NamePrefix, run, i)
@@ -174,9 +179,18 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 	return context.Cause(ctx)
 }
 
+// Unsure is the number of devices whose create or provision failed in a way
+// that leaves it unknown whether they were made (Cleanup looks them up by name).
+func (f *Fleet) Unsure() int { return len(f.unsure) }
+
+// Made reports whether the fleet made its devices (create or provision), so
+// that they stay on the target unless Cleanup deletes them.
+func (f *Fleet) Made() bool { return f.Mode == ModeCreate || f.Mode == ModeProvision }
+
 // Cleanup deletes the devices the fleet created or provisioned; a fleet from a
 // tokens file deletes nothing. Provisioned devices are found by name, which needs a
-// login.
+// login. A device already gone (404) counts as deleted: a retried delete whose
+// first attempt got no answer finds it so.
 func (f *Fleet) Cleanup(ctx context.Context) error {
 	if f.Mode == ModeTokens || len(f.Devices)+len(f.unsure) == 0 {
 		return nil
@@ -199,8 +213,11 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 				var err error
 				if i < len(f.Devices) {
 					err = f.delete(ctx, &f.Devices[i])
-				} else if err = f.delete(ctx, &f.unsure[i-len(f.Devices)]); isNotFound(err) {
-					err = nil // it was not made after all
+				} else {
+					err = f.delete(ctx, &f.unsure[i-len(f.Devices)]) // a 404: it was not made after all
+				}
+				if isNotFound(err) {
+					err = nil
 				}
 				mu.Lock()
 				if err != nil && len(errs) < 10 {
@@ -215,12 +232,13 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 }
 
 // notMade tells whether the failure of a create or provision says the device was
-// not made: only a 4xx answer does. No answer, a cancelled wait, or a 5xx (a
-// proxy's 502 or 504 may come after the server made the device) leaves it
-// unknown.
+// not made: only a 4xx answer does, unless it came to a retry after a 503 (the
+// first attempt may have made the device: the retry is then a duplicate). No
+// answer, a cancelled wait, or a 5xx (a proxy's 502 or 504 may come after the
+// server made the device) leaves it unknown.
 func notMade(err error) bool {
 	var ae *apiError
-	return errors.As(err, &ae) && ae.status >= 400 && ae.status < 500
+	return errors.As(err, &ae) && ae.status >= 400 && ae.status < 500 && !ae.afterUnsure
 }
 
 // isNotFound tells an API answer of 404.

@@ -64,9 +64,14 @@ func orNaN(v *float64) float64 {
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"ms":        Millis,
 	"thousands": Thousands,
+	"rate":      Rate,
 	"int":       func(v int64) string { return Thousands(float64(v)) },
 	"keys":      sortedKeys[int64],
-	"kindKeys":  sortedKeys[Kind],
+	"row": func(name, from string, l Latency, class string) latencyRow {
+		return latencyRow{Name: name + from, Class: class, L: l}
+	},
+	"deref":    func(l *Latency) Latency { return *l },
+	"kindKeys": sortedKeys[Kind],
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -83,28 +88,31 @@ svg.chart{display:block;margin:1em 0;background:#fcfcfc;border:1px solid #eee}
 Devices: {{.Setup.Devices}} ({{.Setup.Mode}}, set up in {{printf "%.1f" .Setup.Seconds}} s).
 Profile <b>{{.Config.Profile}}</b>{{if .Config.BatchSize}} ({{.Config.BatchSize}} points per request){{end}},
 {{.Config.Connections}} connections,
-{{if .Config.Rate}}open loop at {{thousands .Config.Rate}} requests/s{{else}}closed loop, flat out{{end}}{{if .Config.DurationSeconds}}, {{printf "%g" .Config.DurationSeconds}} s{{end}}{{if .Config.Requests}}, at most {{int .Config.Requests}} requests{{end}}{{if .Config.WarmupSeconds}} after {{printf "%g" .Config.WarmupSeconds}} s warm-up{{end}}.
-{{if .Config.AttributesEvery}}Every device posts attributes every {{.Config.AttributesEvery}} requests.{{end}}</p>
+{{if .Config.Rate}}open loop at {{rate .Config.Rate}} requests/s{{else}}closed loop, flat out{{end}}{{if .Config.DurationSeconds}}, {{printf "%g" .Config.DurationSeconds}} s{{end}}{{if .Config.Requests}}, at most {{int .Config.Requests}} requests{{end}}{{if .Config.WarmupSeconds}} after {{printf "%g" .Config.WarmupSeconds}} s warm-up{{end}}.
+{{if .Config.AttributesEvery}}Every device posts attributes every {{.Config.AttributesEvery}} requests.{{end}}
+{{if .Config.Encoding}}Bodies sent with Content-Encoding {{.Config.Encoding}}.{{end}}</p>
 
 <h2>Summary</h2>
 <table>
-<tr><th>requests</th><td class="n">{{int .Summary.Requests}}</td><th>requests/s</th><td class="n">{{thousands .Summary.RequestsPerSec}}</td></tr>
-<tr><th>ok (2xx)</th><td class="n">{{int .Summary.OK}}</td><th>points/s</th><td class="n">{{thousands .Summary.PointsPerSec}}</td></tr>
-<tr><th>failed</th><td class="n{{if .Summary.Failed}} bad{{end}}">{{int .Summary.Failed}}</td><th>points</th><td class="n">{{int .Summary.Points}}</td></tr>
-<tr><th>no answer</th><td class="n{{if .Summary.TransportErrors}} bad{{end}}">{{int .Summary.TransportErrors}}</td><th>elapsed</th><td class="n">{{printf "%.1f" .Summary.ElapsedSeconds}} s</td></tr>
-{{if .Config.Rate}}<tr><th>missed</th><td class="n{{if .Summary.Missed}} bad{{end}}">{{int .Summary.Missed}}</td><td colspan="2" class="muted">due but never sent: every connection was busy</td></tr>{{end}}
+<tr><th>requests</th><td class="n">{{int .Summary.Requests}}</td><th>requests/s</th><td class="n">{{rate .Summary.RequestsPerSec}}</td></tr>
+<tr><th>ok (2xx)</th><td class="n{{if not .Summary.OK}} bad{{end}}">{{int .Summary.OK}}</td><th>2xx/s</th><td class="n{{if not .Summary.OK}} bad{{end}}">{{rate .Summary.OKPerSec}}</td></tr>
+<tr><th>failed</th><td class="n{{if .Summary.Failed}} bad{{end}}">{{int .Summary.Failed}}</td><th>points/s</th><td class="n">{{rate .Summary.PointsPerSec}}</td></tr>
+<tr><th>no answer</th><td class="n{{if .Summary.TransportErrors}} bad{{end}}">{{int .Summary.TransportErrors}}</td><th>points</th><td class="n">{{int .Summary.Points}}</td></tr>
+<tr>{{if .Config.Rate}}<th>missed</th><td class="n{{if .Summary.Missed}} bad{{end}}">{{int .Summary.Missed}}</td>{{else}}<td></td><td></td>{{end}}<th>elapsed</th><td class="n">{{printf "%.1f" .Summary.ElapsedSeconds}} s</td></tr>
 </table>
-<p class="muted">Rates are over the elapsed time of the measured run.{{if .Summary.DrainSeconds}} The answers to the requests in flight at its end came in over {{printf "%.1f" .Summary.DrainSeconds}} s more; they count in the totals and in the last interval of the charts.{{end}}</p>
+{{if .Config.Rate}}<p class="muted">Missed: due but never sent, every connection was busy.</p>{{end}}
+<p class="muted">Rates are over the elapsed time of the measured run.{{if and .Summary.DrainSeconds (not .Summary.Aborted)}} The answers to the requests in flight at its end came in over {{printf "%.1f" .Summary.DrainSeconds}} s more; they count in the totals and in the last interval of the charts.{{end}}</p>
 {{if .Summary.Aborted}}<p class="bad">Interrupted: the requests still in flight were not waited for and are not counted.</p>{{end}}
 
 <h2>Latency</h2>
 <table>
 <tr><th></th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th></tr>
-<tr><th>2xx, {{.LatencyFrom}}</th><td class="n">{{ms .Latency.P50}}</td><td class="n">{{ms .Latency.P90}}</td><td class="n">{{ms .Latency.P99}}</td><td class="n">{{ms .Latency.P999}}</td><td class="n">{{ms .Latency.Max}}</td><td class="n">{{ms .Latency.Mean}}</td></tr>
-{{if .Config.Rate}}<tr><th>2xx, service time</th><td class="n">{{ms .ServiceTime.P50}}</td><td class="n">{{ms .ServiceTime.P90}}</td><td class="n">{{ms .ServiceTime.P99}}</td><td class="n">{{ms .ServiceTime.P999}}</td><td class="n">{{ms .ServiceTime.Max}}</td><td class="n">{{ms .ServiceTime.Mean}}</td></tr>{{end}}
-{{if .FailedLatency.Count}}<tr><th class="bad">failed, {{.LatencyFrom}}</th><td class="n">{{ms .FailedLatency.P50}}</td><td class="n">{{ms .FailedLatency.P90}}</td><td class="n">{{ms .FailedLatency.P99}}</td><td class="n">{{ms .FailedLatency.P999}}</td><td class="n">{{ms .FailedLatency.Max}}</td><td class="n">{{ms .FailedLatency.Mean}}</td></tr>{{end}}
+{{template "latency" row "2xx, " .LatencyFrom .Latency ""}}
+{{if .Config.Rate}}{{template "latency" row "2xx, service time" "" .ServiceTime ""}}{{end}}
+{{if and .LatencyInclMissed .Summary.Missed}}{{template "latency" row "2xx and missed, from due time" "" (deref .LatencyInclMissed) ""}}{{end}}
+{{if .FailedLatency.Count}}{{template "latency" row "failed, " .LatencyFrom .FailedLatency "bad"}}{{end}}
 </table>
-<p class="muted">Latency percentiles are of the 2xx answers{{if .Config.Rate}} (and of the missed requests){{end}}; failed requests (another status, or no answer) are apart, so that fast errors do not pass for fast answers. An interval without 2xx answers is a gap in the latency chart.</p>
+<p class="muted">Latency percentiles are of the 2xx answers; failed requests (another status, or no answer) are apart, so that fast errors do not pass for fast answers{{if .Config.Rate}}, and so are the missed requests, which the "2xx and missed" row adds at the time from when each was due to the end of the run (a lower bound){{end}}. An interval without 2xx answers is a gap in the latency chart.</p>
 {{if .Config.Rate}}<p class="muted">Latency counts from when each request was due on the schedule, so time spent waiting for a free connection is included (no coordinated omission); service time counts from the actual send.</p>{{end}}
 
 {{.ThroughputChart}}
@@ -133,4 +141,12 @@ Profile <b>{{.Config.Profile}}</b>{{if .Config.BatchSize}} ({{.Config.BatchSize}
 </table>{{end}}
 <p class="muted">Generated by sluice-load. The same data is in the JSON report (-json).</p>
 </body></html>
+{{define "latency"}}<tr><th{{if .Class}} class="{{.Class}}"{{end}}>{{.Name}}</th>{{with .L}}{{if .Count}}<td class="n">{{ms .P50}}</td><td class="n">{{ms .P90}}</td><td class="n">{{ms .P99}}</td><td class="n">{{ms .P999}}</td><td class="n">{{ms .Max}}</td><td class="n">{{ms .Mean}}</td>{{else}}<td colspan="6" class="muted">none</td>{{end}}{{end}}</tr>{{end}}
 `))
+
+// latencyRow is one row of the page's latency table: a histogram with Count 0
+// says "none" instead of 0.000ms in every column.
+type latencyRow struct {
+	Name, Class string
+	L           Latency
+}

@@ -131,7 +131,7 @@ func TestWriteJSON(t *testing.T) {
 	for _, p := range []string{"tool", "target", "startedAt", "setup/mode", "setup/devices",
 		"config/profile", "config/rate", "config/connections", "config/durationSeconds",
 		"summary/requests", "summary/ok", "summary/failed", "summary/transportErrors", "summary/missed",
-		"summary/points", "summary/requestsPerSec", "summary/pointsPerSec", "summary/elapsedSeconds",
+		"summary/points", "summary/requestsPerSec", "summary/okPerSec", "summary/pointsPerSec", "summary/elapsedSeconds",
 		"latencyMs/p50", "latencyMs/p90", "latencyMs/p99", "latencyMs/p99.9", "latencyMs/max", "serviceTimeMs/p99",
 		"failedLatencyMs/p99", "failedLatencyMs/count", "summary/drainSeconds",
 		"status/200", "status/503", "transportErrors/timeout", "firstError", "byKind/telemetry/status/200",
@@ -201,7 +201,7 @@ func TestWriteText(t *testing.T) {
 	var b bytes.Buffer
 	sample(t).WriteText(&b)
 	out := b.String()
-	for _, want := range []string{"1,000 requests in 2.0s to http://sluice.example:8080: 500 req/s", "failed 20 (no answer 10), missed 0",
+	for _, want := range []string{"1,000 requests in 2.0s to http://sluice.example:8080: 500 req/s (490 2xx/s), 1,470 points/s", "failed 20 (no answer 10), missed 0",
 		"latency (2xx) from due time:  p50 5.99ms  p90 9.99ms", "latency of failed requests:   p50 0.100ms",
 		"status: 200 980, 503 10", "no answer: timeout 10 (first: dial tcp: connection refused)",
 		"telemetry: 910 requests, ok 890", "rpc: 2 pollers, 4 polls"} {
@@ -210,16 +210,118 @@ func TestWriteText(t *testing.T) {
 		}
 	}
 
-	// The wait for answers in flight is said apart from the run; an interruption
-	// that did not wait, and a run without a 2xx answer, are said.
+	// The wait for answers in flight is said apart from the run; a run without
+	// a 2xx answer is said.
 	r := sample(t)
-	r.Summary.DrainSeconds, r.Summary.Aborted, r.Latency = 0.3, true, Latency{}
+	r.Summary.DrainSeconds, r.Latency = 0.3, Latency{}
 	b.Reset()
 	r.WriteText(&b)
-	for _, want := range []string{"in 2.0s (+0.3s for answers in flight) to", "interrupted:", "latency (2xx) from due time:  none"} {
+	for _, want := range []string{"in 2.0s (+0.3s for answers in flight) to", "latency (2xx) from due time:  none"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("no %q in\n%s", want, b.String())
 		}
+	}
+	// An interruption that did not wait for the answers in flight says so, and
+	// does not claim a wait for them.
+	r.Summary.Aborted = true
+	b.Reset()
+	r.WriteText(&b)
+	if out := b.String(); !strings.Contains(out, "interrupted:") || strings.Contains(out, "answers in flight)") {
+		t.Fatalf("aborted:\n%s", out)
+	}
+}
+
+// TestMissedApart: an open loop whose target answered nothing 2xx has no 2xx
+// percentiles (the missed requests are not in them), and a line and a JSON field
+// of its own for the latency including the missed requests.
+func TestMissedApart(t *testing.T) {
+	missed := hdrhistogram.New(1, time.Hour.Microseconds(), 3)
+	missed.RecordValues(50_000, 30) // 50 ms from due time to the end of the run
+	failed := hdrhistogram.New(1, time.Hour.Microseconds(), 3)
+	failed.RecordValues(2_000, 5)
+	res := &loadtest.Result{Requests: 5, Status: map[int]int64{503: 5}, Elapsed: 2 * time.Second, Missed: 30,
+		Latency: hdrhistogram.New(1, time.Hour.Microseconds(), 3), Service: hdrhistogram.New(1, time.Hour.Microseconds(), 3),
+		FailedLatency: failed, MissedLatency: missed}
+	r := Build(res)
+	r.Config = Config{Rate: 20, Connections: 1}
+	if r.Latency.Count != 0 || r.LatencyInclMissed == nil || r.LatencyInclMissed.Count != 30 || r.LatencyInclMissed.P50 < 49 {
+		t.Fatalf("latency %+v, incl. missed %+v", r.Latency, r.LatencyInclMissed)
+	}
+	if r.Summary.OKPerSec != 0 || r.Summary.RequestsPerSec != 2.5 {
+		t.Fatalf("summary %+v", r.Summary)
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	out := b.String()
+	for _, want := range []string{"5 requests in 2.0s to : 2.5 req/s (0 2xx/s), 0 points/s", "latency (2xx) from due time:          none",
+		"latency incl. missed, from due time:  p50 50.0ms", "service time (2xx):                   none"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in\n%s", want, out)
+		}
+	}
+	b.Reset()
+	r.WriteJSON(&b)
+	var doc map[string]any
+	json.Unmarshal(b.Bytes(), &doc)
+	if doc["latencyMs"].(map[string]any)["count"] != 0.0 || doc["latencyInclMissedMs"].(map[string]any)["count"] != 30.0 ||
+		doc["summary"].(map[string]any)["okPerSec"] != 0.0 {
+		t.Fatalf("JSON %s", b.String())
+	}
+	b.Reset()
+	r.WriteHTML(&b)
+	page := b.String()
+	for _, want := range []string{"2xx and missed, from due time", "open loop at 20 requests/s"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("no %q in the page", want)
+		}
+	}
+	// Empty histograms: "none", never 0.000ms.
+	if strings.Contains(page, "0.000ms") || strings.Count(page, ">none</td>") != 2 {
+		t.Fatalf("empty latencies in the page: %d none", strings.Count(page, ">none</td>"))
+	}
+
+	// A closed loop has no such field.
+	if r := Build(&loadtest.Result{Status: map[int]int64{}}); r.LatencyInclMissed != nil {
+		t.Fatal("closed loop with latency incl. missed")
+	}
+}
+
+// TestHTMLAborted: after a second Ctrl-C the page does not say that the
+// answers in flight came in and count.
+func TestHTMLAborted(t *testing.T) {
+	r := sample(t)
+	r.Summary.DrainSeconds = 0.4
+	var b bytes.Buffer
+	r.WriteHTML(&b)
+	if !strings.Contains(b.String(), "came in over 0.4 s more") {
+		t.Fatal("no drain sentence")
+	}
+	r.Summary.Aborted = true
+	b.Reset()
+	r.WriteHTML(&b)
+	if strings.Contains(b.String(), "came in over") || !strings.Contains(b.String(), "Interrupted:") {
+		t.Fatalf("aborted page says the answers came in")
+	}
+}
+
+func TestRate(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.5: "0.5", 0.123456: "0.123", 2.345: "2.35", 9.9: "9.9", 9.9996: "10",
+		10: "10", 12.6: "13", 1234.5: "1,234", 0.0001234: "0.000123", 1e-9: "0"} {
+		if got := Rate(v); got != want {
+			t.Fatalf("Rate(%v) = %q, want %q", v, got, want)
+		}
+	}
+	r := sample(t)
+	r.Config.Rate, r.Summary.RequestsPerSec = 0.5, 0.25
+	var b bytes.Buffer
+	r.WriteHTML(&b)
+	if !strings.Contains(b.String(), "open loop at 0.5 requests/s") || !strings.Contains(b.String(), ">0.25</td>") {
+		t.Fatal("small rates rounded away in the page")
+	}
+	b.Reset()
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), ": 0.25 req/s") {
+		t.Fatalf("small rate in the text:\n%s", b.String())
 	}
 }
 

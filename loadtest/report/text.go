@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -10,11 +12,11 @@ import (
 func (r *Report) WriteText(w io.Writer) {
 	s := r.Summary
 	drain := ""
-	if s.DrainSeconds >= 0.05 {
+	if s.DrainSeconds >= 0.05 && !s.Aborted { // aborted: the answers in flight were not waited for
 		drain = fmt.Sprintf(" (+%.1fs for answers in flight)", s.DrainSeconds)
 	}
-	fmt.Fprintf(w, "%s requests in %.1fs%s to %s: %s req/s, %s points/s\n",
-		Thousands(float64(s.Requests)), s.ElapsedSeconds, drain, r.Target, Thousands(s.RequestsPerSec), Thousands(s.PointsPerSec))
+	fmt.Fprintf(w, "%s requests in %.1fs%s to %s: %s req/s (%s 2xx/s), %s points/s\n",
+		Thousands(float64(s.Requests)), s.ElapsedSeconds, drain, r.Target, Rate(s.RequestsPerSec), Rate(s.OKPerSec), Rate(s.PointsPerSec))
 	if s.Aborted {
 		fmt.Fprintln(w, "  interrupted: the requests still in flight were not waited for and are not counted")
 	}
@@ -29,19 +31,30 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.Config.Rate > 0 {
 		from = "due time"
 	}
-	line := func(name string, l Latency) {
-		if l.Count == 0 {
-			fmt.Fprintf(w, "  %-29s none\n", name+":")
-			return
-		}
-		fmt.Fprintf(w, "  %-29s %s\n", name+":", l)
+	type row struct {
+		name string
+		l    Latency
 	}
-	line("latency (2xx) from "+from, r.Latency)
+	rows := []row{{"latency (2xx) from " + from, r.Latency}}
 	if r.Config.Rate > 0 {
-		line("service time (2xx)", r.ServiceTime)
+		rows = append(rows, row{"service time (2xx)", r.ServiceTime})
+	}
+	if l := r.LatencyInclMissed; l != nil && s.Missed > 0 {
+		rows = append(rows, row{"latency incl. missed, from due time", *l})
 	}
 	if r.FailedLatency.Count > 0 {
-		line("latency of failed requests", r.FailedLatency)
+		rows = append(rows, row{"latency of failed requests", r.FailedLatency})
+	}
+	width := 29
+	for _, x := range rows {
+		width = max(width, len(x.name)+2)
+	}
+	for _, x := range rows {
+		if x.l.Count == 0 {
+			fmt.Fprintf(w, "  %-*s none\n", width, x.name+":")
+		} else {
+			fmt.Fprintf(w, "  %-*s %s\n", width, x.name+":", x.l)
+		}
 	}
 	if len(r.Status) > 0 {
 		fmt.Fprintf(w, "  status: %s\n", counts(r.Status))
@@ -85,6 +98,17 @@ func Millis(v float64) string {
 	default:
 		return fmt.Sprintf("%.3fms", v)
 	}
+}
+
+// Rate formats a rate (per second): with comma separators from 10 up (1,234),
+// with three significant digits below (0.5, 2.35, 0.0123), so that a slow run
+// does not read as 0.
+func Rate(v float64) string {
+	if v >= 10 || v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return Thousands(v)
+	}
+	decimals := min(max(2-int(math.Floor(math.Log10(v))), 0), 6)
+	return trimZeros(strconv.FormatFloat(v, 'f', decimals, 64))
 }
 
 // counts formats "200 1,234, 503 5" in key order.
