@@ -77,7 +77,9 @@ func (r *apiKeyRecord) expired(nowMs int64) bool {
 }
 
 // canManageKeysOf: every user manages its own keys, a tenant admin those of the
-// users of its tenant, the system administrator those of tenant admins.
+// users of its tenant, the system administrator those of tenant admins and
+// other system administrators (ThingsBoard's SysAdminPermissions: any user
+// but a customer's).
 func canManageKeysOf(p *Principal, u *User) bool {
 	switch {
 	case u.ID.ID == p.UserID:
@@ -85,7 +87,7 @@ func canManageKeysOf(p *Principal, u *User) bool {
 	case p.Authority == TenantAdmin:
 		return u.TenantID.ID == p.TenantID
 	case p.Authority == SysAdmin:
-		return u.Authority == TenantAdmin
+		return u.Authority == TenantAdmin || u.Authority == SysAdmin
 	}
 	return false
 }

@@ -146,6 +146,11 @@ func TestAPIKeyPermissions(t *testing.T) {
 	f(sys, sys.UserID, 0)
 	f(sys, admin.UserID, 0)
 	f(sys, cust.UserID, CodePermissionDenied)
+	sys2, err := te.SaveUser(ctx, sys, &User{Email: "sys2@example.com", Authority: SysAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(sys, sys2.ID.ID, 0) // another system administrator's, as ThingsBoard's SysAdminPermissions
 	f(other, admin.UserID, CodePermissionDenied)
 	f(other, uuid.New(), CodeItemNotFound)
 
