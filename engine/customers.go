@@ -60,6 +60,9 @@ func (e *Engine) writeCustomer(ctx context.Context, c *Customer, prev *[]byte) (
 	if err := checkLengths("title", c.Title); err != nil {
 		return nil, err
 	}
+	if err := checkAdditionalInfo(c.AdditionalInfo); err != nil {
+		return nil, err
+	}
 	if c.Email != "" {
 		// Contact details, not a login: checked as ThingsBoard checks them.
 		if err := checkEmail(c.Email); err != nil {

@@ -144,6 +144,9 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 	if err := checkLengths("name", in.Name, "type", in.Type, "label", in.Label); err != nil {
 		return nil, err
 	}
+	if err := checkAdditionalInfo(in.AdditionalInfo); err != nil {
+		return nil, err
+	}
 	if in.ID.ID == uuid.Nil {
 		return e.createDevice(ctx, tenant, in, accessToken)
 	}

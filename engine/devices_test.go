@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -683,5 +685,23 @@ func TestAssignRacingCustomerDelete(t *testing.T) {
 		if got.CustomerID.ID == c.ID.ID {
 			t.Fatalf("round %d: the device stays assigned to the deleted customer", round)
 		}
+	}
+}
+
+// TestAdditionalInfoBound: a device's, customer's or tenant's additionalInfo
+// is at most 64 KiB, as a user's.
+func TestAdditionalInfoBound(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	a := te.tenantAdmin(t)
+	big := json.RawMessage(`{"x":"` + strings.Repeat("a", maxAdditionalInfo) + `"}`)
+	_, err := te.SaveDevice(ctx, a, &Device{Name: "big", AdditionalInfo: big}, "")
+	wantCode(t, err, CodeBadRequestParams)
+	_, err = te.SaveCustomer(ctx, a, &Customer{Title: "big", AdditionalInfo: big})
+	wantCode(t, err, CodeBadRequestParams)
+	_, err = te.SaveTenant(ctx, te.sysadmin(t), &Tenant{Title: "big", AdditionalInfo: big})
+	wantCode(t, err, CodeBadRequestParams)
+	if _, err := te.SaveDevice(ctx, a, &Device{Name: "fits", AdditionalInfo: json.RawMessage(`{"description":"ok"}`)}, ""); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -59,6 +59,9 @@ func (e *Engine) writeTenant(ctx context.Context, t *Tenant, prev *[]byte) (*Ten
 	if err := checkLengths("title", t.Title); err != nil {
 		return nil, err
 	}
+	if err := checkAdditionalInfo(t.AdditionalInfo); err != nil {
+		return nil, err
+	}
 	if t.Email != "" {
 		if err := checkEmail(t.Email); err != nil {
 			return nil, err

@@ -117,11 +117,6 @@ func canManageUser(p *Principal, u *User) bool {
 	return false
 }
 
-// maxAdditionalInfo bounds the JSON of a user's additionalInfo. ThingsBoard sets
-// no limit on it; this one keeps every stored user, and so every read of one,
-// small, and is the 64 KiB of Sluice's other client-supplied JSON bounds.
-const maxAdditionalInfo = 64 << 10
-
 // checkUserFields refuses names and a phone longer than ThingsBoard's @Length
 // (255): the names are copied into every access token, and a long one makes
 // tokens that no longer fit in a request header.
@@ -129,10 +124,7 @@ func checkUserFields(u *User) error {
 	if err := checkLengths("first name", u.FirstName, "last name", u.LastName, "phone", u.Phone); err != nil {
 		return err
 	}
-	if len(u.AdditionalInfo) > maxAdditionalInfo {
-		return Errorf(CodeBadRequestParams, "Validation error: additional info length must be equal or less than %d bytes", maxAdditionalInfo)
-	}
-	return nil
+	return checkAdditionalInfo(u.AdditionalInfo)
 }
 
 // checkEmail is a plain shape check; delivery proves the rest.

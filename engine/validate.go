@@ -25,5 +25,19 @@ func checkLengths(pairs ...string) error {
 	return nil
 }
 
+// maxAdditionalInfo bounds the JSON of an entity's additionalInfo. ThingsBoard
+// sets no limit on it; this one keeps every stored record, and so every read
+// of one (a device record is read on each token cache miss), small, and is
+// the 64 KiB of Sluice's other client-supplied JSON bounds.
+const maxAdditionalInfo = 64 << 10
+
+// checkAdditionalInfo refuses an additionalInfo over maxAdditionalInfo.
+func checkAdditionalInfo(raw []byte) error {
+	if len(raw) > maxAdditionalInfo {
+		return Errorf(CodeBadRequestParams, "Validation error: additional info length must be equal or less than %d bytes", maxAdditionalInfo)
+	}
+	return nil
+}
+
 // isControl reports the C0 controls and DEL.
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
