@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestProfileRenameAndTransport: renaming a profile renames its devices' type;
+// TestProfileRenameAndTransport: renaming a profile renames its devices' type
+// and its views' source;
 // its type or transport type cannot change while devices use it; a blank
 // device type creates no profile (ThingsBoard's DeviceProfileServiceImpl and
 // DeviceProfileDataValidator).
@@ -21,10 +22,19 @@ func TestProfileRenameAndTransport(t *testing.T) {
 	if err != nil || d.Type != "meter" {
 		t.Fatalf("device: %+v %v", d, err)
 	}
+	view, err := te.SaveView(ctx, a, &View{Name: "meters", Source: ViewSource{DeviceProfile: "meter"},
+		Fields: []ViewField{{Label: "Device", Source: SourceEntityName}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ren := *dp
 	ren.Name, ren.Version = "smart meter", 0
 	if dp, err = te.SaveDeviceProfile(ctx, a, &ren); err != nil {
 		t.Fatal(err)
+	}
+	// A view of the profile follows its new name.
+	if v, err := te.GetView(ctx, a, view.ID.ID); err != nil || v.Source.DeviceProfile != "smart meter" {
+		t.Fatalf("view after the rename: %+v %v", v, err)
 	}
 	got, err := te.GetDevice(ctx, a, d.ID.ID)
 	if err != nil || got.Type != "smart meter" || got.Version != d.Version+1 {

@@ -451,6 +451,9 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 			if err := e.renameProfileDevices(ctx, &dp); err != nil {
 				return nil, err
 			}
+			if err := e.renameProfileViews(ctx, dp.TenantID.ID, old.Name, dp.Name); err != nil {
+				return nil, err
+			}
 		}
 		// After the renaming: a refused save takes back only its packages,
 		// and the devices' type must follow the name it keeps.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -406,4 +407,42 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// renameProfileViews points the views of tenant that report on the profile
+// named from at its new name to: a view names its profile, and would report
+// nothing after a rename. Each over its latest version.
+func (e *Engine) renameProfileViews(ctx context.Context, tenant uuid.UUID, from, to string) error {
+	views, err := listRecords[View](ctx, e, kindView, tenant)
+	if err != nil {
+		return err
+	}
+	for _, v := range views {
+		if v.Source.DeviceProfile != from {
+			continue
+		}
+		if err := e.renameViewSource(ctx, v.ID.ID, from, to); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) renameViewSource(ctx context.Context, id uuid.UUID, from, to string) error {
+	for range maxReplaceTries {
+		v, prev, err := loadRecord[View](ctx, e, kindView, id)
+		if err != nil {
+			return err
+		}
+		if v.Source.DeviceProfile != from {
+			return nil
+		}
+		v.Source.DeviceProfile = to
+		v.Version++
+		err = e.replaceRecord(ctx, kindView, id, v.TenantID.ID, prev, v)
+		if !errors.Is(err, storage.ErrChanged) {
+			return err
+		}
+	}
+	return errChangedMeanwhile
 }
