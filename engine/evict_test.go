@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-iot/sluice/notify"
+	"github.com/sluice-iot/sluice/storage"
 	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
@@ -118,5 +120,71 @@ func TestTokenEvictionIsPerToken(t *testing.T) {
 	}
 	if got, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); err != nil || got.Label != "relabelled" {
 		t.Fatalf("node A reads %+v %v", got, err)
+	}
+}
+
+// credsHookStore runs hook once, after the first credentials lookup.
+type credsHookStore struct {
+	storage.Backend
+	mu   sync.Mutex
+	hook func()
+}
+
+func (h *credsHookStore) Lookup(ctx context.Context, kind, unique string) (storage.Record, error) {
+	r, err := h.Backend.Lookup(ctx, kind, unique)
+	h.mu.Lock()
+	f := h.hook
+	if kind == kindCredentials {
+		h.hook = nil
+	}
+	h.mu.Unlock()
+	if f != nil && kind == kindCredentials {
+		f()
+	}
+	return r, err
+}
+
+// TestEvictionDuringLoad: a token rotated on node B while node A loads it
+// (its first use on A) is not cached by that load: A refuses it next time.
+func TestEvictionDuringLoad(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	bus := notify.NewLocal()
+	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
+		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: bus}
+	hs := &credsHookStore{Backend: db}
+	a, b := New(hs, cfg), New(db, cfg)
+	demo, err := b.Bootstrap(ctx, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	access, _, err := b.Login(ctx, DemoTenantAdminEmail, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Authenticate(ctx, "Bearer "+access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.hook = func() {
+		creds, err := b.GetDeviceCredentials(ctx, p, demo.DemoDeviceID)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		creds.CredentialsID = "NEW_TOKEN_AFTER_ROTATION"
+		if _, err := b.SaveDeviceCredentials(ctx, p, creds); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); err != nil {
+		t.Fatal(err) // the load read the credentials before the rotation
+	}
+	if _, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); err == nil {
+		t.Fatal("node A still accepts the rotated token: the load in flight cached it")
 	}
 }

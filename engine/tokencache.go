@@ -57,11 +57,18 @@ type tokenCache struct {
 	hashes sync.Map // tokenHash → token
 }
 
-// evictHash forgets the token of hash h, if it is cached here.
+// evictHash forgets the token of hash h, if it is cached here. When it is
+// not, a load of it may be under way (its hash is noted only at the end of
+// the load): the generation moves on all the same, so that no load in
+// flight caches what it read.
 func (c *tokenCache) evictHash(h string) {
 	if token, ok := c.hashes.LoadAndDelete(h); ok {
 		c.evict(token.(string))
+		return
 	}
+	c.mu.Lock()
+	c.gen.Add(1)
+	c.mu.Unlock()
 }
 
 // tokenHash names a token in an eviction: HMAC-SHA256 under the JWT signing
