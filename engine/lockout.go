@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"sync"
 	"time"
@@ -25,11 +27,19 @@ func (e *Engine) admitLogin(ctx context.Context, user, addr string) (bool, error
 	if g == nil {
 		return e.logins.admit(e.now(), user, addr), nil
 	}
-	keys, limits := []string{"u:" + user}, []int{e.cfg.LoginMaxFailures}
+	keys, limits := []string{userKey(user)}, []int{e.cfg.LoginMaxFailures}
 	if addr != "" {
 		keys, limits = append(keys, "a:"+addr), append(limits, e.cfg.LoginMaxAddressFailures)
 	}
 	return g.AdmitLogin(ctx, e.now(), keys, limits, e.cfg.LoginLockout)
+}
+
+// userKey names a user name in the back end's login guard: its SHA-256, so
+// that what anyone may type as a user name is neither stored in clear nor
+// larger than a hash.
+func userKey(user string) string {
+	h := sha256.Sum256([]byte(user))
+	return "u:" + hex.EncodeToString(h[:16])
 }
 
 // loginSucceeded takes back the attempt admitLogin counted and forgets the
@@ -41,7 +51,7 @@ func (e *Engine) loginSucceeded(ctx context.Context, user, addr string) error {
 		e.logins.success(user, addr)
 		return nil
 	}
-	keys := []string{"u:" + user}
+	keys := []string{userKey(user)}
 	if addr != "" {
 		keys = append(keys, "a:"+addr)
 	}

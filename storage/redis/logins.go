@@ -20,7 +20,9 @@ var _ storage.LoginGuard = (*Store)(nil)
 
 // admitLoginScript: KEYS are the keys to count, ARGV now, window (ms), then a
 // limit per key. 1 admits the attempt (counted against each key), 0 refuses
-// it (a key is locked, or was locked now on reaching its limit).
+// it (a key is locked, or was locked now on reaching its limit). Only a key
+// whose state changed is written: a refused attempt creates nothing, so a
+// locked address cannot fill Redis with the user names it tries.
 var admitLoginScript = goredis.NewScript(`
 local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ok = true
@@ -28,6 +30,7 @@ local st = {}
 for i = 1, #KEYS do
   local v = redis.call('HMGET', KEYS[i], 'c', 'f', 'l')
   local c, f, l = tonumber(v[1]) or 0, tonumber(v[2]) or now, tonumber(v[3]) or 0
+  local changed = false
   if now >= l and now - f >= window then
     c, f = 0, now
   end
@@ -36,16 +39,20 @@ for i = 1, #KEYS do
   elseif c >= tonumber(ARGV[2 + i]) then
     l, c, f = now + window, 0, now
     ok = false
+    changed = true
   end
-  st[i] = {c, f, l}
+  st[i] = {c, f, l, changed}
 end
 for i = 1, #KEYS do
-  local c, f, l = st[i][1], st[i][2], st[i][3]
+  local c, f, l, changed = st[i][1], st[i][2], st[i][3], st[i][4]
   if ok then
     c = c + 1
+    changed = true
   end
-  redis.call('HSET', KEYS[i], 'c', c, 'f', f, 'l', l)
-  redis.call('PEXPIRE', KEYS[i], math.max(l, f + window) - now + 1000)
+  if changed then
+    redis.call('HSET', KEYS[i], 'c', c, 'f', f, 'l', l)
+    redis.call('PEXPIRE', KEYS[i], math.max(l, f + window) - now + 1000)
+  end
 end
 if ok then
   return 1

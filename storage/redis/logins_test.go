@@ -59,3 +59,29 @@ func testLoginGuard(t *testing.T, s *Store) {
 		t.Fatal("a fresh address refused")
 	}
 }
+
+// TestLoginGuardWritesOnlyChanges: attempts refused because an address is
+// locked create no key for the user names they try.
+func TestLoginGuardWritesOnlyChanges(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_000_000)
+	for i := range 3 {
+		if ok, err := s.AdmitLogin(ctx, now, []string{"u:" + string(rune('a'+i)), "a:x"}, []int{5, 2}, time.Minute); err != nil || (ok != (i < 2)) {
+			t.Fatalf("attempt %d: %v %v", i, ok, err)
+		}
+	}
+	before, err := s.rdb.Keys(ctx, s.prefix+"{login}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if ok, err := s.AdmitLogin(ctx, now, []string{"u:other" + string(rune('a'+i)), "a:x"}, []int{5, 2}, time.Minute); err != nil || ok {
+			t.Fatalf("refused attempt %d: %v %v", i, ok, err)
+		}
+	}
+	after, err := s.rdb.Keys(ctx, s.prefix+"{login}:*").Result()
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("keys %d before, %d after: %v", len(before), len(after), err)
+	}
+}
