@@ -255,6 +255,14 @@ func TestNameConflictPolicy(t *testing.T) {
 	if _, err := te.DeviceByToken(ctx, "PUMP_TOKEN"); err == nil {
 		t.Fatal("old token still works")
 	}
+	// A token another device holds fails the request before the device changes.
+	withCreds.Label = "not kept"
+	_, err = te.SaveDeviceWithCredentials(ctx, a, withCreds,
+		&DeviceCredentials{CredentialsType: CredentialsAccessToken, CredentialsID: DemoDeviceToken}, NameConflict{})
+	wantCode(t, err, CodeBadRequestParams)
+	if got, _ := te.GetDevice(ctx, a, withCreds.ID.ID); got.Label != "L" {
+		t.Fatalf("label %q after a refused save", got.Label)
+	}
 	_, err = te.SaveDeviceWithCredentials(ctx, a, &Device{Name: "x"}, nil, NameConflict{})
 	wantCode(t, err, CodeBadRequestParams)
 	_, err = te.SaveDeviceWithCredentials(ctx, a, &Device{Name: "x"}, &DeviceCredentials{CredentialsType: "X509_CERTIFICATE", CredentialsID: "a"}, NameConflict{})

@@ -96,6 +96,15 @@ func (e *Engine) SaveDeviceWithCredentials(ctx context.Context, p *Principal, d 
 	if d.ID.ID == uuid.Nil {
 		return e.SaveDeviceWithPolicy(ctx, p, d, c.CredentialsID, names)
 	}
+	// ThingsBoard saves both in one transaction. Here the device goes first,
+	// so a token another device holds is refused before it: the device is
+	// not changed by a request that fails. (A token taken in between still
+	// fails the second step after the first.)
+	if cur, err := lookupRecord[DeviceCredentials](ctx, e, kindCredentials, tokenKey(c.CredentialsID)); err == nil && cur.DeviceID.ID != d.ID.ID {
+		return nil, errTokenTaken
+	} else if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return nil, err
+	}
 	saved, err := e.SaveDeviceWithPolicy(ctx, p, d, "", names)
 	if err != nil {
 		return nil, err
