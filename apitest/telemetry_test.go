@@ -133,8 +133,10 @@ func TestTelemetryRESTWritesAndDeletes(t *testing.T) {
 		Key          string `json:"key"`
 		Value        any    `json:"value"`
 	}
+	// "active" is every device's derived server attribute (README "Device
+	// activity"); this one never made a request.
 	n.must(200, "GET", base+"/values/attributes", "", auth).JSON(t, &attrs)
-	if len(attrs) != 4 {
+	if len(attrs) != 5 || attrs[0].Key != "active" || attrs[0].Value != false {
 		t.Fatalf("attributes: %+v", attrs)
 	}
 	for _, a := range attrs {
@@ -146,7 +148,7 @@ func TestTelemetryRESTWritesAndDeletes(t *testing.T) {
 	if !strings.Contains(string(r.Body), `"key":"floor","value":3}`) {
 		t.Fatalf("server attributes: %s", r.Body)
 	}
-	if r := n.must(200, "GET", base+"/keys/attributes", "", auth); string(r.Body) != `["building","floor","mode","target"]` {
+	if r := n.must(200, "GET", base+"/keys/attributes", "", auth); string(r.Body) != `["active","building","floor","mode","target"]` {
 		t.Fatalf("attribute keys: %s", r.Body)
 	}
 	if r := n.must(200, "GET", base+"/keys/attributes/SHARED_SCOPE", "", auth); string(r.Body) != `["mode","target"]` {
@@ -154,7 +156,7 @@ func TestTelemetryRESTWritesAndDeletes(t *testing.T) {
 	}
 
 	n.must(200, "DELETE", base+"/SERVER_SCOPE?keys=floor", "", auth)
-	if r := n.must(200, "GET", base+"/keys/attributes/SERVER_SCOPE", "", auth); string(r.Body) != `["building"]` {
+	if r := n.must(200, "GET", base+"/keys/attributes/SERVER_SCOPE", "", auth); string(r.Body) != `["active","building"]` {
 		t.Fatalf("after delete: %s", r.Body)
 	}
 	n.must(200, "DELETE", base+"/timeseries/delete?keys=a&startTs=0&endTs=1500&deleteLatest=false", "", auth)
