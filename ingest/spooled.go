@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"time"
 
@@ -185,19 +186,45 @@ func (t *Spooled) Close() error {
 // after it would never become the latest value again. The latest store keeps
 // the newest row and ignores those the delete covers (its marks), so applying
 // rows twice changes nothing.
-func ReapplyLatest(history Sink, latest LatestStore) Sink {
-	return &reapplySink{history: history, latest: latest}
+//
+// The delivery does not wait on it: history has the rows, and failing it
+// would insert them into ClickHouse again with every retry while Redis is
+// away. The reapply is tried a few times; one that still fails is logged, and
+// those latest values stay as the rewrite left them.
+func ReapplyLatest(history Sink, latest LatestStore, log *slog.Logger) Sink {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &reapplySink{history: history, latest: latest, log: log}
 }
 
 type reapplySink struct {
 	history Sink
 	latest  LatestStore
+	log     *slog.Logger
 }
+
+// reapplyBackoff is the wait before each retry of a failed reapply.
+var reapplyBackoff = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 
 func (r *reapplySink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
 	if err := r.history.WriteHistory(ctx, rows, mayRepeat, vers); err != nil {
 		return err
 	}
-	// A failure redelivers the rows (the sink is idempotent).
-	return r.latest.ReapplyLatest(ctx, rows, vers)
+	err := r.latest.ReapplyLatest(ctx, rows, vers)
+	for _, wait := range reapplyBackoff {
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		err = r.latest.ReapplyLatest(ctx, rows, vers)
+	}
+	if err != nil {
+		r.log.Error("cannot apply a delivery to latest values that a delete on another node rewrote; they keep what the rewrite found", "rows", len(rows), "err", err)
+	}
+	return nil
 }

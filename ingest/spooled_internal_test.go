@@ -20,6 +20,9 @@ type memLatest struct {
 	rows    int
 	err     error
 	repeats []uuid.UUID // what UpdateLatest answers
+
+	reapplies  int   // ReapplyLatest calls
+	reapplyErr error // what ReapplyLatest answers
 }
 
 func (m *memLatest) UpdateLatest(_ context.Context, rows []storage.Row, vers []uint64) ([]uuid.UUID, error) {
@@ -42,8 +45,13 @@ func (m *memLatest) DeleteLatest(context.Context, uuid.UUID, []string) error { r
 func (m *memLatest) DeleteLatestIn(context.Context, uuid.UUID, []string, int64, int64, uint64) ([]string, error) {
 	return nil, nil
 }
-func (m *memLatest) NoteRewrite(context.Context, uuid.UUID, []string) error       { return nil }
-func (m *memLatest) ReapplyLatest(context.Context, []storage.Row, []uint64) error { return nil }
+func (m *memLatest) NoteRewrite(context.Context, uuid.UUID, []string) error { return nil }
+func (m *memLatest) ReapplyLatest(context.Context, []storage.Row, []uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reapplies++
+	return m.reapplyErr
+}
 
 // TestSpooledWrite: the spool and the latest store are written together and
 // either's failure fails the write; a full spool refuses before the latest store
@@ -117,5 +125,27 @@ func TestSpooledWriteRepeats(t *testing.T) {
 	}
 	if got := flags(); got[a] != "tt" {
 		t.Fatalf("spooled while the latest store failed: a %q, want every row flagged", got[a])
+	}
+}
+
+// TestReapplyDoesNotFailDelivery: a latest store that cannot take the reapply
+// is retried, then logged; the delivery, in history already, still succeeds
+// (failing it would insert the rows again with every retry).
+func TestReapplyDoesNotFailDelivery(t *testing.T) {
+	defer func(b []time.Duration) { reapplyBackoff = b }(reapplyBackoff)
+	reapplyBackoff = []time.Duration{time.Millisecond, time.Millisecond}
+	sink := newMemSink()
+	latest := &memLatest{reapplyErr: errors.New("redis away")}
+	r := ReapplyLatest(sink, latest, nil)
+	rows := []storage.Row{{EntityID: uuid.New(), Entry: kv.Entry{Ts: 1, Key: "k", Value: kv.LongValue(1)}}}
+	if err := r.WriteHistory(context.Background(), rows, []bool{false}, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.rows) != 1 || latest.reapplies != 3 {
+		t.Fatalf("history %d rows, %d reapplies; want 1 and 3", len(sink.rows), latest.reapplies)
+	}
+	sink.setDown(true)
+	if err := r.WriteHistory(context.Background(), rows, []bool{false}, []uint64{1}); err == nil || latest.reapplies != 3 {
+		t.Fatalf("history down: %v, %d reapplies", err, latest.reapplies)
 	}
 }

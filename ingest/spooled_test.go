@@ -91,7 +91,7 @@ func TestSpooledVersions(t *testing.T) {
 	ch, rs := openStores(t)
 	t.Cleanup(func() { ch.Drop(ctx); rs.Drop(ctx); rs.Close(); ch.Close() })
 	node := func() *ingest.Spooled {
-		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ingest.ReapplyLatest(ch, rs))
+		spool, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, ingest.ReapplyLatest(ch, rs, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally
 		Shards:        cfg.Spool.SpoolShards,
 		Logger:        log,
 		Tally:         tally,
-	}, ingest.ReapplyLatest(ch, rs))
+	}, ingest.ReapplyLatest(ch, rs, log))
 	if err != nil {
 		ch.Close()
 		rs.Close()

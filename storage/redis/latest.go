@@ -304,22 +304,21 @@ func (s *Store) ReapplyLatest(ctx context.Context, rows []storage.Row, vers []ui
 	if err := s.check(); err != nil {
 		return err
 	}
-	listed, err := s.rdb.ZRangeByScore(ctx, s.rewriteKey(), &goredis.ZRangeBy{
-		Min: "(" + strconv.FormatInt(time.Now().UnixMilli(), 10), Max: "+inf"}).Result()
-	if err != nil {
-		return fail("list rewritten series", err)
+	listed, err := s.rewrittenAmong(ctx, rows)
+	if err != nil || len(listed) == 0 {
+		return err
 	}
-	if len(listed) == 0 {
-		return nil
-	}
-	rewritten := make(map[string]bool, len(listed))
+	rewritten := make(map[uuid.UUID][]string, len(listed))
 	for _, m := range listed {
-		rewritten[m] = true
+		id, key, ok := strings.Cut(m, "/") // a uuid holds no "/"; a key may
+		if u, err := uuid.Parse(id); ok && err == nil {
+			rewritten[u] = append(rewritten[u], key)
+		}
 	}
 	var pick []int
 	entities := map[uuid.UUID]*goredis.MapStringStringCmd{}
 	for i := range rows {
-		if rewritten[rows[i].EntityID.String()+"/"+rows[i].Key] {
+		if keys, ok := rewritten[rows[i].EntityID]; ok && slices.Contains(keys, rows[i].Key) {
 			pick = append(pick, i)
 			entities[rows[i].EntityID] = nil
 		}
@@ -354,6 +353,52 @@ func (s *Store) ReapplyLatest(ctx context.Context, rows []storage.Row, vers []ui
 	}
 	_, err = s.UpdateLatest(ctx, sub, subVers)
 	return err
+}
+
+// rewriteListMax is how many noted series ReapplyLatest reads whole; past it,
+// it asks only for the series of the delivery.
+const rewriteListMax = 1000
+
+// rewrittenAmong returns the noted series ("entity/key") that may concern
+// rows: nothing at the cost of one ZCARD when none is noted (the usual case),
+// else every live one, or when many are, those of rows that are live.
+func (s *Store) rewrittenAmong(ctx context.Context, rows []storage.Row) ([]string, error) {
+	n, err := s.rdb.ZCard(ctx, s.rewriteKey()).Result()
+	if err != nil {
+		return nil, fail("count rewritten series", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	now := time.Now().UnixMilli()
+	if n <= rewriteListMax {
+		listed, err := s.rdb.ZRangeByScore(ctx, s.rewriteKey(), &goredis.ZRangeBy{
+			Min: "(" + strconv.FormatInt(now, 10), Max: "+inf"}).Result()
+		if err != nil {
+			return nil, fail("list rewritten series", err)
+		}
+		return listed, nil
+	}
+	seen := map[string]bool{}
+	var members []string
+	for i := range rows {
+		m := rows[i].EntityID.String() + "/" + rows[i].Key
+		if !seen[m] {
+			seen[m] = true
+			members = append(members, m)
+		}
+	}
+	scores, err := s.rdb.ZMScore(ctx, s.rewriteKey(), members...).Result()
+	if err != nil {
+		return nil, fail("look up rewritten series", err)
+	}
+	var live []string
+	for i, sc := range scores {
+		if sc > float64(now) {
+			live = append(live, members[i])
+		}
+	}
+	return live, nil
 }
 
 // hiddenBy tells whether a delete mark (deleteLatestInScript's
