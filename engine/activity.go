@@ -115,20 +115,37 @@ func (e *Engine) flushActivity(ctx context.Context) {
 		sh.mu.Unlock()
 	}
 	failed := 0
-	for _, s := range all {
-		if ctx.Err() == nil {
-			attr := []kv.Entry{{Key: attrLastActivityTime, Ts: s.ms, Value: kv.LongValue(s.ms)}}
-			if err := e.store.SaveAttributes(ctx, s.id, storage.ServerScope, attr); err == nil {
-				continue
+	var lastErr error
+	for len(all) > 0 {
+		n := min(len(all), activityBatch)
+		chunk := all[:n]
+		all = all[n:]
+		writes := make([]storage.EntityAttributes, len(chunk))
+		entries := make([]kv.Entry, len(chunk))
+		for i, s := range chunk {
+			entries[i] = kv.Entry{Key: attrLastActivityTime, Ts: s.ms, Value: kv.LongValue(s.ms)}
+			writes[i] = storage.EntityAttributes{EntityID: s.id, Attrs: entries[i : i+1]}
+		}
+		err := ctx.Err()
+		if err == nil {
+			err = e.store.SaveAttributesOf(ctx, storage.ServerScope, writes)
+		}
+		if err != nil {
+			lastErr = err
+			failed += len(chunk)
+			for _, s := range chunk {
+				e.noteActivity(s.id, s.ms)
 			}
 		}
-		failed++
-		e.noteActivity(s.id, s.ms)
 	}
 	if failed > 0 {
-		e.cfg.Logger.Warn("cannot write the last activity of devices; keeping it for the next write", "devices", failed)
+		e.cfg.Logger.Warn("cannot write the last activity of devices; keeping it for the next write", "devices", failed, "err", lastErr)
 	}
 }
+
+// activityBatch is how many devices' activity one store call writes: one
+// sync on the embedded store, one pipeline on Redis.
+const activityBatch = 1000
 
 // closeActivity stops the writer and writes what is left, within ctx.
 func (e *Engine) closeActivity(ctx context.Context) {

@@ -268,3 +268,25 @@ func TestNameConflictPolicy(t *testing.T) {
 	_, err = te.SaveDeviceWithCredentials(ctx, a, &Device{Name: "x"}, &DeviceCredentials{CredentialsType: "X509_CERTIFICATE", CredentialsID: "a"}, NameConflict{})
 	wantCode(t, err, CodeBadRequestParams)
 }
+
+// TestDeviceActivityManyDevices: a flush writes every noted device, in
+// batches (one sync each on the embedded store, not one per device).
+func TestDeviceActivityManyDevices(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	ids := make([]uuid.UUID, 5000)
+	for i := range ids {
+		ids[i] = uuid.New()
+		te.noteActivity(ids[i], int64(1000+i))
+	}
+	te.flushActivity(ctx)
+	for _, i := range []int{0, 999, 1000, 4999} {
+		attrs, err := te.store.GetAttributes(ctx, ids[i], storage.ServerScope, []string{attrLastActivityTime})
+		if err != nil || len(attrs) != 1 || attrs[0].Value.Long != int64(1000+i) {
+			t.Fatalf("device %d: %+v %v", i, attrs, err)
+		}
+	}
+	if ms := te.pendingActivity(ids[0]); ms != 0 {
+		t.Fatalf("still pending after the flush: %d", ms)
+	}
+}

@@ -170,6 +170,9 @@ func ParseScope(s string) (Scope, bool) {
 type Attributes interface {
 	// SaveAttributes creates or replaces attributes; durable when it returns nil.
 	SaveAttributes(ctx context.Context, entityID uuid.UUID, scope Scope, attrs []kv.Entry) error
+	// SaveAttributesOf is SaveAttributes for many entities at once, in one
+	// sync or round trip: what a node writes of its devices' activity.
+	SaveAttributesOf(ctx context.Context, scope Scope, writes []EntityAttributes) error
 	// GetAttributes returns the attributes of keys that exist, sorted by key;
 	// keys == nil means all of the scope.
 	GetAttributes(ctx context.Context, entityID uuid.UUID, scope Scope, keys []string) ([]kv.Entry, error)
@@ -177,6 +180,12 @@ type Attributes interface {
 	DeleteAttributes(ctx context.Context, entityID uuid.UUID, scope Scope, keys []string) ([]string, error)
 	// DeleteEntityAttributes removes every attribute of the entity in every scope.
 	DeleteEntityAttributes(ctx context.Context, entityID uuid.UUID) error
+}
+
+// EntityAttributes are attributes of one entity, for SaveAttributesOf.
+type EntityAttributes struct {
+	EntityID uuid.UUID
+	Attrs    []kv.Entry
 }
 
 // Record is one platform entity (tenant, customer, user, device, profile, ...) as

@@ -40,6 +40,45 @@ func (d *DB) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope stora
 	return nil
 }
 
+// SaveAttributesOf implements storage.Attributes: one batch, one sync.
+func (d *DB) SaveAttributesOf(ctx context.Context, scope storage.Scope, writes []storage.EntityAttributes) error {
+	if len(writes) == 0 {
+		return ctx.Err()
+	}
+	if err := d.enter(ctx); err != nil {
+		return err
+	}
+	defer d.leave()
+	// Each entity's stripe, as SaveAttributes takes it; in stripe order, each
+	// once, so two of these cannot deadlock.
+	var held [stripeCount]bool
+	for _, w := range writes {
+		held[stripeOf(w.EntityID)] = true
+	}
+	for i := range held {
+		if held[i] {
+			d.stripes[i].Lock()
+			defer d.stripes[i].Unlock()
+		}
+	}
+	b := d.pdb.NewBatch()
+	defer b.Close()
+	var key, val []byte
+	for _, w := range writes {
+		for _, a := range w.Attrs {
+			key = attrKey(key[:0], w.EntityID, scope, a.Key)
+			val = appendStamped(val[:0], a.Ts, a.Value)
+			if err := b.Set(key, val, nil); err != nil {
+				return fmt.Errorf("cannot save attributes of %s: %w", w.EntityID, err)
+			}
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("cannot save the attributes of %d entities: %w", len(writes), err)
+	}
+	return nil
+}
+
 // GetAttributes implements storage.Attributes.
 func (d *DB) GetAttributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, keys []string) ([]kv.Entry, error) {
 	if err := d.enter(ctx); err != nil {

@@ -35,6 +35,33 @@ func (s *Store) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope st
 	return nil
 }
 
+// SaveAttributesOf saves the attributes of many entities in one pipeline.
+func (s *Store) SaveAttributesOf(ctx context.Context, scope storage.Scope, writes []storage.EntityAttributes) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, w := range writes {
+			if len(w.Attrs) == 0 {
+				continue
+			}
+			args := make([]any, 0, 2*len(w.Attrs))
+			for _, a := range w.Attrs {
+				args = append(args, a.Key, encodeValue(a))
+			}
+			p.HSet(ctx, s.attrKey(w.EntityID, scope), args...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(fmt.Sprintf("save the attributes of %d entities", len(writes)), err)
+	}
+	return nil
+}
+
 // GetAttributes returns the attributes of keys that exist (all with keys == nil),
 // sorted by key.
 func (s *Store) GetAttributes(ctx context.Context, entityID uuid.UUID, scope storage.Scope, keys []string) ([]kv.Entry, error) {

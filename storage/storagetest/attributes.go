@@ -33,6 +33,21 @@ func testAttributes(t *testing.T, open func(t *testing.T) storage.Backend) {
 		get(t, b, id, storage.ServerScope, nil)
 	})
 
+	t.Run("SaveOfMany", func(t *testing.T) {
+		b := open(t)
+		a, c := uuid.New(), uuid.New()
+		must(t, b.SaveAttributes(t.Context(), a, storage.ServerScope, []kv.Entry{long(1, "kept", 1)}))
+		must(t, b.SaveAttributesOf(t.Context(), storage.ServerScope, []storage.EntityAttributes{
+			{EntityID: a, Attrs: []kv.Entry{long(100, "lastActivityTime", 100)}},
+			{EntityID: c, Attrs: []kv.Entry{long(200, "lastActivityTime", 200), str(200, "s", "x")}},
+			{EntityID: uuid.New()},
+		}))
+		get(t, b, a, storage.ServerScope, nil, long(1, "kept", 1), long(100, "lastActivityTime", 100))
+		get(t, b, c, storage.ServerScope, nil, long(200, "lastActivityTime", 200), str(200, "s", "x"))
+		get(t, b, c, storage.SharedScope, nil)
+		must(t, b.SaveAttributesOf(t.Context(), storage.ServerScope, nil))
+	})
+
 	t.Run("Replace", func(t *testing.T) {
 		b := open(t)
 		id := uuid.New()
