@@ -15,24 +15,35 @@ import (
 	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
+// twoNodes returns two engines ("nodes") over one store and one notifier,
+// with cache TTLs far longer than a test, and the demo data. Node A's store is
+// what wrapA makes of the shared one, when wrapA is not nil.
+func twoNodes(t *testing.T, wrapA func(storage.Backend) storage.Backend) (a, b *Engine, demo BootstrapResult) {
+	t.Helper()
+	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
+		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: notify.NewLocal()}
+	var storeA storage.Backend = db
+	if wrapA != nil {
+		storeA = wrapA(db)
+	}
+	a, b = New(storeA, cfg), New(db, cfg)
+	if demo, err = b.Bootstrap(context.Background(), true, ""); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, demo
+}
+
 // TestEvictionReachesOtherNodes runs two engines ("nodes") over one store and one
 // notifier, with cache TTLs far longer than the test: a change on node B must make
 // node A refuse the old device token and the old JWT at once.
 func TestEvictionReachesOtherNodes(t *testing.T) {
 	ctx := context.Background()
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	bus := notify.NewLocal()
-	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
-		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: bus}
-	a, b := New(db, cfg), New(db, cfg)
-	demo, err := a.Bootstrap(ctx, true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, demo := twoNodes(t, nil)
 
 	// Node A caches the device token and the tenant admin's state.
 	if _, err := a.DeviceByToken(ctx, demo.DemoDeviceToken); err != nil {
@@ -77,19 +88,7 @@ func TestEvictionReachesOtherNodes(t *testing.T) {
 // read per device request).
 func TestTokenEvictionIsPerToken(t *testing.T) {
 	ctx := context.Background()
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	bus := notify.NewLocal()
-	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
-		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: bus}
-	a, b := New(db, cfg), New(db, cfg)
-	demo, err := a.Bootstrap(ctx, true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, demo := twoNodes(t, nil)
 	for _, tok := range []string{demo.DemoDeviceToken, DemoCustomerDeviceToken} {
 		if _, err := a.DeviceByToken(ctx, tok); err != nil {
 			t.Fatal(err)
@@ -99,14 +98,7 @@ func TestTokenEvictionIsPerToken(t *testing.T) {
 		_, ok := a.tokens.m.Load(tok)
 		return ok
 	}
-	access, _, err := b.Login(ctx, DemoTenantAdminEmail, "tenant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Authenticate(ctx, "Bearer "+access)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := (&testEngine{Engine: b}).login(t, DemoTenantAdminEmail, "tenant")
 	d, err := b.GetDevice(ctx, p, demo.DemoDeviceID)
 	if err != nil {
 		t.Fatal(err)
@@ -148,28 +140,12 @@ func (h *credsHookStore) Lookup(ctx context.Context, kind, unique string) (stora
 // (its first use on A) is not cached by that load: A refuses it next time.
 func TestEvictionDuringLoad(t *testing.T) {
 	ctx := context.Background()
-	db, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	bus := notify.NewLocal()
-	cfg := Config{JWTSigningKey: []byte("test-signing-key-0123456789abcdef"), BcryptCost: bcrypt.MinCost,
-		TokenCacheTTL: time.Hour, AuthCacheTTL: time.Hour, Notifier: bus}
-	hs := &credsHookStore{Backend: db}
-	a, b := New(hs, cfg), New(db, cfg)
-	demo, err := b.Bootstrap(ctx, true, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	access, _, err := b.Login(ctx, DemoTenantAdminEmail, "tenant")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.Authenticate(ctx, "Bearer "+access)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var hs *credsHookStore
+	a, b, demo := twoNodes(t, func(db storage.Backend) storage.Backend {
+		hs = &credsHookStore{Backend: db}
+		return hs
+	})
+	p := (&testEngine{Engine: b}).login(t, DemoTenantAdminEmail, "tenant")
 	hs.hook = func() {
 		creds, err := b.GetDeviceCredentials(ctx, p, demo.DemoDeviceID)
 		if err != nil {
