@@ -344,41 +344,49 @@ func (c Config) Validate() error {
 	if c.Auth.SigningKey != "" && len(c.Auth.SigningKey) < 32 {
 		bad("JWT_TOKEN_SIGNING_KEY", "must be at least 32 characters (HS512)")
 	}
+	// Every number has a ceiling far above any sensible value: past it a
+	// duration overflows (a 10^10 s token lifetime made every token expired)
+	// or a buffer of that size is taken per connection.
+	const (
+		yearMs    = 365 * 24 * 3600 * 1000
+		tenYearsS = 10 * 365 * 24 * 3600
+	)
 	positive := []struct {
 		key string
 		v   int
+		max int
 	}{
-		{"JWT_TOKEN_EXPIRATION_TIME", c.Auth.TokenExpiration},
-		{"JWT_REFRESH_TOKEN_EXPIRATION_TIME", c.Auth.RefreshExpiration},
-		{"SLUICE_LOGIN_MAX_FAILURES", c.Auth.LoginMaxFailures},
-		{"SLUICE_LOGIN_MAX_ADDRESS_FAILURES", c.Auth.LoginMaxAddressFailures},
-		{"SLUICE_LOGIN_LOCKOUT", c.Auth.LoginLockout},
-		{"SLUICE_ACTIVATION_TTL", c.Auth.ActivationTTL},
-		{"SLUICE_LONG_POLL_MAX_TIMEOUT", c.HTTP.LongPollMaxTimeout},
-		{"SLUICE_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout},
-		{"SLUICE_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout},
-		{"SLUICE_HTTP_HEADER_TIMEOUT", c.HTTP.HeaderTimeout},
-		{"SLUICE_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout},
-		{"SLUICE_HTTP_MAX_HEADER_SIZE", c.HTTP.MaxHeaderSize},
-		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize},
-		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows},
-		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize},
-		{"SLUICE_MAX_JSON_DEPTH", c.Limits.MaxJSONDepth},
-		{"SLUICE_MAX_OBJECT_KEYS", c.Limits.MaxObjectKeys},
-		{"SLUICE_MAX_ENTRIES", c.Limits.MaxEntries},
-		{"SLUICE_MAX_KEY_LENGTH", c.Limits.MaxKeyLen},
-		{"SLUICE_MAX_VALUE_LENGTH", c.Limits.MaxValueLen},
-		{"SLUICE_RPC_DEFAULT_TIMEOUT", c.Device.RPCDefaultTimeout},
-		{"SLUICE_RPC_MIN_TIMEOUT", c.Device.RPCMinTimeout},
-		{"SLUICE_SCRIPT_TIMEOUT", c.Device.ScriptTimeout},
-		{"SLUICE_SCRIPT_MAX_MEMORY", c.Device.ScriptMaxMemory},
-		{"DEVICE_CLAIM_DURATION", c.Device.ClaimDuration},
-		{"DEFAULT_INACTIVITY_TIMEOUT", c.Device.InactivityTimeout},
-		{"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE", c.Analytics.ReportThreads},
+		{"JWT_TOKEN_EXPIRATION_TIME", c.Auth.TokenExpiration, tenYearsS},
+		{"JWT_REFRESH_TOKEN_EXPIRATION_TIME", c.Auth.RefreshExpiration, tenYearsS},
+		{"SLUICE_LOGIN_MAX_FAILURES", c.Auth.LoginMaxFailures, 1_000_000},
+		{"SLUICE_LOGIN_MAX_ADDRESS_FAILURES", c.Auth.LoginMaxAddressFailures, 1_000_000},
+		{"SLUICE_LOGIN_LOCKOUT", c.Auth.LoginLockout, tenYearsS},
+		{"SLUICE_ACTIVATION_TTL", c.Auth.ActivationTTL, tenYearsS},
+		{"SLUICE_LONG_POLL_MAX_TIMEOUT", c.HTTP.LongPollMaxTimeout, yearMs},
+		{"SLUICE_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout, yearMs},
+		{"SLUICE_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout, yearMs},
+		{"SLUICE_HTTP_HEADER_TIMEOUT", c.HTTP.HeaderTimeout, yearMs},
+		{"SLUICE_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout, yearMs},
+		{"SLUICE_HTTP_MAX_HEADER_SIZE", c.HTTP.MaxHeaderSize, 1 << 20},
+		{"SLUICE_INGEST_QUEUE_SIZE", c.Ingest.QueueSize, 1 << 20},
+		{"SLUICE_INGEST_MAX_BATCH_ROWS", c.Ingest.MaxBatchRows, 10_000_000},
+		{"SLUICE_MAX_BODY_SIZE", c.Limits.MaxBodySize, 1<<31 - 1},
+		{"SLUICE_MAX_JSON_DEPTH", c.Limits.MaxJSONDepth, 10_000},
+		{"SLUICE_MAX_OBJECT_KEYS", c.Limits.MaxObjectKeys, 10_000_000},
+		{"SLUICE_MAX_ENTRIES", c.Limits.MaxEntries, 100_000_000},
+		{"SLUICE_MAX_KEY_LENGTH", c.Limits.MaxKeyLen, 1 << 20},
+		{"SLUICE_MAX_VALUE_LENGTH", c.Limits.MaxValueLen, 1 << 30},
+		{"SLUICE_RPC_DEFAULT_TIMEOUT", c.Device.RPCDefaultTimeout, yearMs},
+		{"SLUICE_RPC_MIN_TIMEOUT", c.Device.RPCMinTimeout, yearMs},
+		{"SLUICE_SCRIPT_TIMEOUT", c.Device.ScriptTimeout, yearMs},
+		{"SLUICE_SCRIPT_MAX_MEMORY", c.Device.ScriptMaxMemory, 1 << 34},
+		{"DEVICE_CLAIM_DURATION", c.Device.ClaimDuration, yearMs},
+		{"DEFAULT_INACTIVITY_TIMEOUT", c.Device.InactivityTimeout, tenYearsS},
+		{"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE", c.Analytics.ReportThreads, 1024},
 	}
 	for _, p := range positive {
-		if p.v <= 0 {
-			bad(p.key, "must be positive, got %d", p.v)
+		if p.v <= 0 || p.v > p.max {
+			bad(p.key, "must be between 1 and %d, got %d", p.max, p.v)
 		}
 	}
 	if c.HTTP.LongPollMaxPerNode < 0 {
@@ -390,8 +398,8 @@ func (c Config) Validate() error {
 	if c.Analytics.ReportQueue < 0 {
 		bad("SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY", "must not be negative, got %d", c.Analytics.ReportQueue)
 	}
-	if c.Ingest.Shards < 0 {
-		bad("SLUICE_INGEST_SHARDS", "must not be negative (0: one on the embedded store, one per GOMAXPROCS otherwise), got %d", c.Ingest.Shards)
+	if c.Ingest.Shards < 0 || c.Ingest.Shards > 1024 {
+		bad("SLUICE_INGEST_SHARDS", "must be between 0 and 1024 (0: one on the embedded store, one per GOMAXPROCS otherwise), got %d", c.Ingest.Shards)
 	}
 	if (c.ClickHouse.CHAddr == "") != (c.Redis.RedisAddr == "") {
 		bad("CLICKHOUSE_ADDR, REDIS_ADDR", "set both for the production back ends, or neither for the embedded default (got CLICKHOUSE_ADDR=%q, REDIS_ADDR=%q)",

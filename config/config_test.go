@@ -58,6 +58,19 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	f("SLUICE_LONG_POLL_MAX_TIMEOUT=0", "SLUICE_LONG_POLL_MAX_TIMEOUT")
 	f("SLUICE_LONG_POLL_MAX_TIMEOUT=5m", "SLUICE_LONG_POLL_MAX_TIMEOUT")
 	f("SLUICE_TRUSTED_PROXIES=10.0.0.0/8,lb.example.com", "SLUICE_TRUSTED_PROXIES")
+	f("SLUICE_HTTP_MAX_HEADER_SIZE=2000000000", "SLUICE_HTTP_MAX_HEADER_SIZE")
+	f("SLUICE_INGEST_SHARDS=50000000", "SLUICE_INGEST_SHARDS")
+	f("JWT_TOKEN_EXPIRATION_TIME=2000000000", "JWT_TOKEN_EXPIRATION_TIME")
+
+	// The file takes 64-bit numbers: one that would overflow a duration is
+	// refused, not turned into tokens that are expired when issued.
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte("auth:\n  jwt_token_expiration_time: 10000000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, nil); err == nil || !strings.Contains(err.Error(), "JWT_TOKEN_EXPIRATION_TIME") {
+		t.Fatalf("huge file value: %v", err)
+	}
 }
 
 func TestTrustedProxies(t *testing.T) {

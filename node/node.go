@@ -53,9 +53,17 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	if err := os.MkdirAll(cfg.Data.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cannot create data folder %s (SLUICE_DATA_DIR): %w", cfg.Data.Dir, err)
 	}
+	// The port and the TLS pair first: a start that fails on them must not
+	// have created the system administrator, whose first password is printed
+	// only by a start that succeeds (it would be lost).
+	ln, err := listen(cfg)
+	if err != nil {
+		return nil, err
+	}
 	stats := engine.NewIngestStats(!cfg.Production()) // embedded: stored when acknowledged
 	b, err := openBackend(context.Background(), cfg, log, stats)
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: log, backend: b, store: b.store, stats: stats, served: make(chan error, 1)}
@@ -86,6 +94,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	drop := n.eng.DropCaches
 	b.dropCaches.Store(&drop)
 	if n.Bootstrap, err = n.eng.Bootstrap(context.Background(), cfg.Data.Demo, cfg.Auth.SysadminPassword); err != nil {
+		ln.Close()
 		b.close()
 		return nil, fmt.Errorf("cannot load bootstrap data: %w", err)
 	}
@@ -176,18 +185,6 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		// route that takes multipart (an OTA upload) reads its part itself.
 		DisablePreParseMultipartForm: true,
 	}
-	addr := net.JoinHostPort(cfg.HTTP.BindAddress, strconv.Itoa(cfg.HTTP.BindPort))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		n.closeStore()
-		return nil, fmt.Errorf("cannot listen on %s (HTTP_BIND_ADDRESS, HTTP_BIND_PORT): %w", addr, err)
-	}
-	if cfg.SSL.SSLEnabled {
-		if ln, err = dualListener(ln, cfg.SSL.PemCert, cfg.SSL.PemKey); err != nil {
-			n.closeStore()
-			return nil, err
-		}
-	}
 	n.ln = ln
 	n.startIngestStats()
 	go func() { n.served <- n.srv.Serve(ln) }()
@@ -195,6 +192,24 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 	log.Info("sluice node ready", "addr", ln.Addr().String(), "https", cfg.SSL.SSLEnabled, "data", cfg.Data.Dir,
 		"demo", cfg.Data.Demo, "backend", backendName(cfg), "json", codec.JSONEngine())
 	return n, nil
+}
+
+// listen opens the HTTP port, with HTTPS beside plain HTTP when SSL is on.
+func listen(cfg config.Config) (net.Listener, error) {
+	addr := net.JoinHostPort(cfg.HTTP.BindAddress, strconv.Itoa(cfg.HTTP.BindPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on %s (HTTP_BIND_ADDRESS, HTTP_BIND_PORT): %w", addr, err)
+	}
+	if cfg.SSL.SSLEnabled {
+		tls, err := dualListener(ln, cfg.SSL.PemCert, cfg.SSL.PemKey)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		ln = tls
+	}
+	return ln, nil
 }
 
 // Addr is the address the node listens on.

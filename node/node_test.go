@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,34 @@ func TestExpectContinueTooLarge(t *testing.T) {
 	small := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
 	if answer, _ := roundTrip(t, n, small); !strings.HasPrefix(answer, "HTTP/1.1 100 Continue") {
 		t.Fatalf("answer:\n%s", answer)
+	}
+}
+
+// TestFailedFirstStartKeepsPassword: a first start that fails on its port or
+// TLS files creates no system administrator, so the start that then succeeds
+// prints the first password (before, it was never printed).
+func TestFailedFirstStartKeepsPassword(t *testing.T) {
+	dir := t.TempDir()
+	bad := dir + "/bad.pem"
+	if err := os.WriteFile(bad, []byte("not a pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.HTTP.BindAddress, cfg.HTTP.BindPort = "127.0.0.1", 0
+	cfg.Data.Dir = dir + "/data"
+	cfg.SSL.SSLEnabled, cfg.SSL.PemCert, cfg.SSL.PemKey = true, bad, bad
+	log := slog.New(slog.DiscardHandler)
+	if n, err := Start(cfg, log); err == nil {
+		n.Shutdown(context.Background())
+		t.Fatal("started with a bad TLS pair")
+	}
+	cfg.SSL.SSLEnabled = false
+	n, err := Start(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	if n.Bootstrap.GeneratedPassword == "" {
+		t.Fatal("the first password was not given by the first start that succeeded")
 	}
 }
