@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"github.com/google/uuid"
 	"testing"
 	"time"
 )
@@ -83,5 +84,23 @@ func TestLoginGuardWritesOnlyChanges(t *testing.T) {
 	after, err := s.rdb.Keys(ctx, s.prefix+"{login}:*").Result()
 	if err != nil || len(after) != len(before) {
 		t.Fatalf("keys %d before, %d after: %v", len(before), len(after), err)
+	}
+}
+
+// TestNoErrorsOnHealthyRedis: a new client and its first commands count no
+// error on a healthy Redis (the client's own CLIENT SETINFO / MAINT_NOTIFICATIONS
+// tries, and a script's first NOSCRIPT, used to).
+func TestNoErrorsOnHealthyRedis(t *testing.T) {
+	before := redisErrors.Get()
+	s := openTest(t)
+	ctx := context.Background()
+	if err := s.NoteRewrite(ctx, uuid.New(), []string{"k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AdmitLogin(ctx, time.Now(), []string{"u:x"}, []int{5}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := redisErrors.Get() - before; got != 0 {
+		t.Fatalf("%d errors counted", got)
 	}
 }

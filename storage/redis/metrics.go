@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
 	goredis "github.com/redis/go-redis/v9"
@@ -31,17 +32,24 @@ func (errorHook) DialHook(next goredis.DialHook) goredis.DialHook {
 func (errorHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		err := next(ctx, cmd)
-		if err != nil && !errors.Is(err, goredis.Nil) {
+		if counts(err) {
 			redisErrors.Inc()
 		}
 		return err
 	}
 }
 
+// counts tells the errors the metric counts: not a missing key (an answer),
+// nor a script not loaded yet (Script.Run then sends it: the normal first run
+// of each script on each server).
+func counts(err error) bool {
+	return err != nil && !errors.Is(err, goredis.Nil) && !strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
 func (errorHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		err := next(ctx, cmds)
-		if err != nil && !errors.Is(err, goredis.Nil) {
+		if counts(err) {
 			redisErrors.Inc()
 		}
 		return err

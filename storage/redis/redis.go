@@ -34,6 +34,7 @@ import (
 
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-iot/sluice/storage"
 )
@@ -91,6 +92,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		Password:      opts.Password,
 		DB:            opts.DB,
 		DialTimeout:   opts.DialTimeout,
+		// Neither is needed, and a Redis without them answers each new
+		// connection's try with an error that sluice_redis_errors_total
+		// would count on a healthy Redis.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 	rdb.AddHook(errorHook{})
 	if err := rdb.Ping(ctx).Err(); err != nil {
