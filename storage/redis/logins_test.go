@@ -2,9 +2,10 @@ package redis
 
 import (
 	"context"
-	"github.com/google/uuid"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 func TestLoginGuard(t *testing.T)        { testLoginGuard(t, openTest(t)) }
