@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,9 @@ type Redis struct {
 	done   chan struct{}
 	once   sync.Once
 	log    *slog.Logger
+	// closing is set by Close: the error that ends Receive then is the
+	// close, not an interruption worth a warning.
+	closing atomic.Bool
 }
 
 // NewRedis subscribes once to every topic under prefix (e.g. "sluice:") and starts
@@ -49,7 +53,7 @@ func (r *Redis) loop(onReset func()) {
 	for {
 		m, err := r.ps.Receive(context.Background())
 		if err != nil {
-			if errors.Is(err, redis.ErrClosed) {
+			if errors.Is(err, redis.ErrClosed) || r.closing.Load() {
 				return
 			}
 			// The next Receive reconnects and resubscribes; messages in between are
@@ -86,6 +90,7 @@ func (r *Redis) Subscribe(topic string, fn func([]byte)) (cancel func()) {
 func (r *Redis) Close() error {
 	var err error
 	r.once.Do(func() {
+		r.closing.Store(true)
 		err = r.ps.Close()
 		<-r.done
 	})
