@@ -705,7 +705,8 @@ func TestAnalyticsReportQueue(t *testing.T) {
 					var e struct{ Status, ErrorCode int }
 					switch {
 					case resp.StatusCode == 200 && string(body) == want:
-					case resp.StatusCode == 429 && json.Unmarshal(body, &e) == nil && e.Status == 429 && e.ErrorCode == 33:
+					case resp.StatusCode == 429 && json.Unmarshal(body, &e) == nil && e.Status == 429 && e.ErrorCode == 33 &&
+						resp.Header.Get("Retry-After") == "1":
 						refused.Store(true)
 					default:
 						mu.Lock()

@@ -59,6 +59,7 @@ func parseRateLimit(s string) (*rateLimit, error) {
 		return nil, nil
 	}
 	l := &rateLimit{conf: s}
+	seen := map[int64]bool{}
 	for part := range strings.SplitSeq(s, ",") {
 		c, sec, ok := strings.Cut(strings.TrimSpace(part), ":")
 		capacity, err1 := strconv.ParseInt(strings.TrimSpace(c), 10, 64)
@@ -66,6 +67,12 @@ func parseRateLimit(s string) (*rateLimit, error) {
 		if !ok || err1 != nil || err2 != nil || capacity <= 0 || seconds <= 0 || seconds > 100*365*86400 {
 			return nil, fmt.Errorf("%q is not capacity:seconds with positive integers", strings.TrimSpace(part))
 		}
+		if seen[seconds] {
+			// ThingsBoard's RateLimitValidator refuses it too: a profile Sluice
+			// takes must import into ThingsBoard.
+			return nil, fmt.Errorf("%d seconds appears twice", seconds)
+		}
+		seen[seconds] = true
 		l.bws = append(l.bws, bandwidth{capacity: float64(capacity), period: float64(time.Duration(seconds) * time.Second)})
 	}
 	return l, nil
@@ -98,6 +105,18 @@ func (b *bucket) take(now int64, n float64) (bool, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
+	if wait := b.wait(n); wait > 0 {
+		return false, wait
+	}
+	for i := range b.tokens {
+		b.tokens[i] -= n
+	}
+	return true, 0
+}
+
+// wait is how long until every bandwidth holds n tokens, 0 when they do; the
+// caller holds mu and has refilled.
+func (b *bucket) wait(n float64) time.Duration {
 	var wait float64
 	for i, bw := range b.limit.bws {
 		if b.tokens[i] >= n-tokenSlack {
@@ -109,13 +128,26 @@ func (b *bucket) take(now int64, n float64) (bool, time.Duration) {
 		}
 		wait = max(wait, w, 1)
 	}
-	if wait > 0 {
-		return false, time.Duration(math.Ceil(wait))
+	return time.Duration(math.Ceil(wait))
+}
+
+// give returns n tokens a request took before another bucket refused it.
+func (b *bucket) give(n float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, bw := range b.limit.bws {
+		b.tokens[i] = min(bw.capacity, b.tokens[i]+n)
 	}
-	for i := range b.tokens {
-		b.tokens[i] -= n
-	}
-	return true, 0
+}
+
+// check is take without taking: whether every bandwidth holds n tokens now,
+// and if not how long until it will.
+func (b *bucket) check(now int64, n float64) (bool, time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	wait := b.wait(n)
+	return wait == 0, wait
 }
 
 func (b *bucket) refill(now int64) {
@@ -182,6 +214,12 @@ type bucketShard struct {
 // take consumes n tokens of the bucket of key under limit l. A bucket made for
 // another limit string (the profile changed) starts over under the new one.
 func (bs *buckets) take(key bucketKey, l *rateLimit, now int64, n float64) (bool, time.Duration) {
+	return bs.get(key, l, now).take(now, n)
+}
+
+// get returns the bucket of key for l, made (full) when there is none or its
+// limit changed.
+func (bs *buckets) get(key bucketKey, l *rateLimit, now int64) *bucket {
 	sh := &bs.shards[key.id[15]%bucketShards]
 	sh.mu.RLock()
 	b := sh.m[key]
@@ -198,7 +236,7 @@ func (bs *buckets) take(key bucketKey, l *rateLimit, now int64, n float64) (bool
 		}
 		sh.mu.Unlock()
 	}
-	return b.take(now, n)
+	return b
 }
 
 // sweep drops full buckets at most once per sweepEvery; the caller holds mu.
@@ -243,7 +281,50 @@ func (e *Engine) tryTake(l *rateLimit, id uuid.UUID, kind bucketKind, now int64,
 		return nil
 	}
 	if ok, wait := e.limits.buckets.take(bucketKey{id, kind}, l, now, n); !ok {
-		return &LimitError{Err: refuse, RetryAfter: wait}
+		return refusal(refuse, l, n, wait)
+	}
+	return nil
+}
+
+// refusal is the error of a request refused by l: a *LimitError with when to
+// retry, or, for a request larger than a capacity of l (it can never pass), a
+// plain 429 that says so without a Retry-After a client would wait for in vain.
+func refusal(refuse *Error, l *rateLimit, n float64, wait time.Duration) error {
+	for _, bw := range l.bws {
+		if n > bw.capacity {
+			return Errorf(refuse.Code, "%s The request counts %d, more than the limit %s allows at once.", refuse.Msg, int64(n), l.conf)
+		}
+	}
+	return &LimitError{Err: refuse, RetryAfter: wait}
+}
+
+// charge is one bucket a request counts against.
+type charge struct {
+	l      *rateLimit
+	id     uuid.UUID
+	kind   bucketKind
+	n      float64
+	refuse *Error
+}
+
+// takeAll consumes each charge in order; when one refuses, the tokens the
+// earlier ones took are given back, so a device refused by its own limit
+// does not use up its tenant's budget for the tenant's other devices.
+func (e *Engine) takeAll(now int64, charges []charge) error {
+	for i, c := range charges {
+		if c.l == nil {
+			continue
+		}
+		ok, wait := e.limits.buckets.take(bucketKey{c.id, c.kind}, c.l, now, c.n)
+		if ok {
+			continue
+		}
+		for _, t := range charges[:i] {
+			if t.l != nil {
+				e.limits.buckets.get(bucketKey{t.id, t.kind}, t.l, now).give(t.n)
+			}
+		}
+		return refusal(c.refuse, c.l, c.n, wait)
 	}
 	return nil
 }
@@ -252,7 +333,9 @@ func (e *Engine) tryTake(l *rateLimit, id uuid.UUID, kind bucketKind, now int64,
 // own limits (compat §9): a request carrying dataPoints > 0 (telemetry or
 // attributes) counts one telemetry message and its data points, any other one
 // message. A refused request is a *LimitError (429, "Too many requests for
-// current tenant!" or "… device!"). The tenant is checked first, as in ThingsBoard.
+// current tenant!" or "… device!") and takes no token: the tenant is checked
+// first, as in ThingsBoard, but gets back what it gave a request the device's
+// own limit then refused.
 func (e *Engine) AllowDevice(ctx context.Context, dev *Device, dataPoints int) error {
 	clock := e.now() // once: the clock is a visible cost on the device hot path
 	l, err := e.tenantLimits(ctx, dev.TenantID(), clock)
@@ -262,22 +345,47 @@ func (e *Engine) AllowDevice(ctx context.Context, dev *Device, dataPoints int) e
 	now := clock.UnixNano()
 	tenant, device := dev.TenantID(), dev.UUID()
 	if dataPoints <= 0 {
-		if err := e.tryTake(l.tenantMsg, tenant, tenantMsgBucket, now, 1, errTenantLimit); err != nil {
-			return err
-		}
-		return e.tryTake(l.deviceMsg, device, deviceMsgBucket, now, 1, errDeviceLimit)
+		return e.takeAll(now, []charge{
+			{l.tenantMsg, tenant, tenantMsgBucket, 1, errTenantLimit},
+			{l.deviceMsg, device, deviceMsgBucket, 1, errDeviceLimit},
+		})
 	}
 	n := float64(dataPoints)
-	if err := e.tryTake(l.tenantTelemetry, tenant, tenantTelemetryBucket, now, 1, errTenantLimit); err != nil {
+	return e.takeAll(now, []charge{
+		{l.tenantTelemetry, tenant, tenantTelemetryBucket, 1, errTenantLimit},
+		{l.tenantPoints, tenant, tenantPointsBucket, n, errTenantLimit},
+		{l.deviceTelemetry, device, deviceTelemetryBucket, 1, errDeviceLimit},
+		{l.devicePoints, device, devicePointsBucket, n, errDeviceLimit},
+	})
+}
+
+// MayWrite tells, before a telemetry or attributes body is decompressed and
+// parsed, whether the write limits of dev and its tenant have room for one
+// more message of at least one point, taking nothing: a device already over
+// its limit is refused without costing the node the parse (AllowDevice then
+// counts the parsed write).
+func (e *Engine) MayWrite(ctx context.Context, dev *Device) error {
+	clock := e.now()
+	l, err := e.tenantLimits(ctx, dev.TenantID(), clock)
+	if err != nil || l == noLimits {
 		return err
 	}
-	if err := e.tryTake(l.tenantPoints, tenant, tenantPointsBucket, now, n, errTenantLimit); err != nil {
-		return err
+	now := clock.UnixNano()
+	tenant, device := dev.TenantID(), dev.UUID()
+	for _, c := range []charge{
+		{l.tenantTelemetry, tenant, tenantTelemetryBucket, 1, errTenantLimit},
+		{l.tenantPoints, tenant, tenantPointsBucket, 1, errTenantLimit},
+		{l.deviceTelemetry, device, deviceTelemetryBucket, 1, errDeviceLimit},
+		{l.devicePoints, device, devicePointsBucket, 1, errDeviceLimit},
+	} {
+		if c.l == nil {
+			continue
+		}
+		if ok, wait := e.limits.buckets.get(bucketKey{c.id, c.kind}, c.l, now).check(now, 1); !ok {
+			return &LimitError{Err: c.refuse, RetryAfter: wait}
+		}
 	}
-	if err := e.tryTake(l.deviceTelemetry, device, deviceTelemetryBucket, now, 1, errDeviceLimit); err != nil {
-		return err
-	}
-	return e.tryTake(l.devicePoints, device, devicePointsBucket, now, n, errDeviceLimit)
+	return nil
 }
 
 // AllowREST counts one REST request of p against its tenant's REST limit and, for
@@ -293,13 +401,11 @@ func (e *Engine) AllowREST(ctx context.Context, p *Principal) error {
 		return err
 	}
 	now := clock.UnixNano()
-	if err := e.tryTake(l.tenantREST, p.TenantID, tenantRESTBucket, now, 1, errTenantLimit); err != nil {
-		return err
+	charges := []charge{{l.tenantREST, p.TenantID, tenantRESTBucket, 1, errTenantLimit}}
+	if p.Authority == CustomerUser && !isNull(p.CustomerID) {
+		charges = append(charges, charge{l.customerREST, p.CustomerID, customerRESTBucket, 1, errCustomerLimit})
 	}
-	if p.Authority != CustomerUser || isNull(p.CustomerID) {
-		return nil
-	}
-	return e.tryTake(l.customerREST, p.CustomerID, customerRESTBucket, now, 1, errCustomerLimit)
+	return e.takeAll(now, charges) // a customer's refused call gives its tenant token back
 }
 
 // Long-poll caps. Polls are counted per node (Engine.polls) and per device;

@@ -43,6 +43,7 @@ func TestParseRateLimit(t *testing.T) {
 	f("10:1,", 0, true)
 	f("a:b", 0, true)
 	f("1.5:1", 0, true)
+	f("10:1,20:1", 0, true) // one period twice, refused by ThingsBoard too
 }
 
 func TestBucketRefillsGreedily(t *testing.T) {
@@ -155,7 +156,24 @@ func TestAllowDevice(t *testing.T) {
 	wantCode(t, te.AllowDevice(ctx, d, 6), 0)
 	wantLimited(t, te.AllowDevice(ctx, d, 6), "Too many requests for current device!") // 4 points left
 	wantCode(t, te.AllowDevice(ctx, d, 4), 0)
-	wantLimited(t, te.AllowDevice(ctx, d, 1), "Too many requests for current tenant!") // 3 telemetry messages
+	wantLimited(t, te.AllowDevice(ctx, d, 1), "Too many requests for current device!") // no points left
+	// The device's refused writes gave the tenant's telemetry messages back:
+	// another device of the tenant has the third.
+	d2, err := te.DeviceByToken(ctx, DemoCustomerDeviceToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// More points than the device's limit holds at once can never pass: a
+	// plain 429 that says so, with no Retry-After to wait for in vain.
+	err = te.AllowDevice(ctx, d2, 11)
+	var le *LimitError
+	if wantCode(t, err, CodeTooManyRequests); errors.As(err, &le) {
+		t.Fatalf("a request over the capacity: %v, a LimitError", err)
+	}
+	wantCode(t, te.AllowDevice(ctx, d2, 1), 0)
+	wantLimited(t, te.AllowDevice(ctx, d2, 1), "Too many requests for current tenant!") // 3 telemetry messages
+	// MayWrite refuses, taking nothing, once a write could not pass.
+	wantLimited(t, te.MayWrite(ctx, d2), "Too many requests for current tenant!")
 }
 
 func TestAllowREST(t *testing.T) {
@@ -168,7 +186,8 @@ func TestAllowREST(t *testing.T) {
 	}
 	wantCode(t, te.AllowREST(ctx, customer), 0)
 	wantLimited(t, te.AllowREST(ctx, customer), "Too many requests for current customer!")
-	wantCode(t, te.AllowREST(ctx, admin), 0) // the refused customer call took a tenant token too
+	wantCode(t, te.AllowREST(ctx, admin), 0) // the refused customer call gave its tenant token back
+	wantCode(t, te.AllowREST(ctx, admin), 0)
 	wantLimited(t, te.AllowREST(ctx, admin), "Too many requests for current tenant!")
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -134,7 +135,7 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 		ok, full := lim.enter(s.polls.Done())
 		if !ok {
 			if full {
-				s.fail(ctx, errReportBusy)
+				s.fail(ctx, &engine.LimitError{Err: errReportBusy, RetryAfter: time.Second}) // Retry-After, as every other 429
 			} else {
 				s.fail(ctx, &engine.Error{Code: engine.CodeUnavailable, Msg: "Node is shutting down"})
 			}

@@ -38,3 +38,23 @@ func TestReportRESTRateLimit(t *testing.T) {
 	// The same bucket as the rest of the REST API.
 	n.expect("GET", "/api/auth/user", auth, nil, 429, "Too many requests for current tenant!")
 }
+
+// TestDeviceOverLimitNotParsed: a device whose write limit has no room left
+// is refused before its body is parsed (a malformed one is 429, not 400), so
+// a device over its limit costs the node little.
+func TestDeviceOverLimitNotParsed(t *testing.T) {
+	n := startTestNode(t)
+	sys := n.sysadmin()
+	var tp struct{ ID engine.EntityID }
+	n.decode(n.expect("POST", "/api/tenantProfile", sys,
+		`{"name":"device limits","profileData":{"configuration":{"transportDeviceTelemetryMsgRateLimit":"1:3600"}}}`, 200, ""), &tp)
+	var tenant map[string]any
+	n.decode(n.expect("GET", "/api/tenant/"+n.Demo.DemoTenantID.String(), sys, nil, 200, ""), &tenant)
+	tenant["tenantProfileId"] = tp.ID
+	n.expect("POST", "/api/tenant", sys, tenant, 200, "")
+
+	tel := "/api/v1/" + n.Demo.DemoDeviceToken + "/telemetry"
+	n.expect("POST", tel, "", `{"a":1}`, 200, "")
+	n.expect("POST", tel, "", `{"a":`, 429, "Too many requests for current device!")
+	n.expect("POST", "/api/v1/"+n.Demo.DemoDeviceToken+"/attributes", "", `not json`, 429, "Too many requests for current device!")
+}

@@ -83,6 +83,10 @@ func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	if !s.mayWrite(ctx, dev) {
+		s.rejected(ctx, dev.UUID())
+		return
+	}
 	b := batchPool.Get().(*batch)
 	defer func() { b.reset(); batchPool.Put(b) }()
 	if !s.decodeTelemetry(ctx, b, false) || !s.allowDevice(ctx, dev, len(b.entries)) {
@@ -100,6 +104,9 @@ func (s *Server) postTelemetry(ctx *fasthttp.RequestCtx) {
 func (s *Server) postClientAttributes(ctx *fasthttp.RequestCtx) {
 	dev, ok := s.deviceOfToken(ctx)
 	if !ok {
+		return
+	}
+	if !s.mayWrite(ctx, dev) {
 		return
 	}
 	b := batchPool.Get().(*batch)

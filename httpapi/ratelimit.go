@@ -21,6 +21,17 @@ func (s *Server) allowDevice(ctx *fasthttp.RequestCtx, dev *engine.Device, dataP
 	return true
 }
 
+// mayWrite refuses a telemetry or attributes write before its body is
+// decompressed and parsed when the device's or tenant's write limits have no
+// room left (engine.MayWrite), so a device over its limit costs little.
+func (s *Server) mayWrite(ctx *fasthttp.RequestCtx, dev *engine.Device) bool {
+	if err := s.eng.MayWrite(s.ctx, dev); err != nil {
+		s.fail(ctx, err)
+		return false
+	}
+	return true
+}
+
 // allowREST counts a REST request of p against its tenant's (and customer's)
 // REST limits; a refused request is answered 429, code 33, with Retry-After.
 func (s *Server) allowREST(ctx *fasthttp.RequestCtx, p *engine.Principal) bool {
