@@ -269,8 +269,8 @@ func TestNameConflictPolicy(t *testing.T) {
 	wantCode(t, err, CodeBadRequestParams)
 }
 
-// TestDeviceActivityManyDevices: a flush writes every noted device, in
-// batches (one sync each on the embedded store, not one per device).
+// TestDeviceActivityManyDevices: a flush writes every noted device, across
+// several batches of activityBatch.
 func TestDeviceActivityManyDevices(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()

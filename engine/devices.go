@@ -99,7 +99,13 @@ func (e *Engine) SaveDeviceWithCredentials(ctx context.Context, p *Principal, d 
 	// ThingsBoard saves both in one transaction. Here the device goes first,
 	// so a token another device holds is refused before it: the device is
 	// not changed by a request that fails. (A token taken in between still
-	// fails the second step after the first.)
+	// fails the second step after the first.) The device is checked first, so
+	// that a token's existence is told only to its own tenant's admin.
+	if old, err := e.loadDevice(ctx, d.ID.ID); err != nil {
+		return nil, notFound(err)
+	} else if old.TenantID() != p.TenantID {
+		return nil, ErrPermissionDenied
+	}
 	if cur, err := lookupRecord[DeviceCredentials](ctx, e, kindCredentials, tokenKey(c.CredentialsID)); err == nil && cur.DeviceID.ID != d.ID.ID {
 		return nil, errTokenTaken
 	} else if err != nil && !errors.Is(err, storage.ErrNotFound) {
@@ -154,6 +160,9 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		return nil, err
 	}
 	if err := checkAdditionalInfo(in.AdditionalInfo); err != nil {
+		return nil, err
+	}
+	if err := checkJSONSize("device data", in.DeviceData); err != nil {
 		return nil, err
 	}
 	if in.ID.ID == uuid.Nil {

@@ -701,6 +701,8 @@ func TestAdditionalInfoBound(t *testing.T) {
 	wantCode(t, err, CodeBadRequestParams)
 	_, err = te.SaveTenant(ctx, te.sysadmin(t), &Tenant{Title: "big", AdditionalInfo: big})
 	wantCode(t, err, CodeBadRequestParams)
+	_, err = te.SaveDevice(ctx, a, &Device{Name: "big data", DeviceData: big}, "")
+	wantCode(t, err, CodeBadRequestParams)
 	if _, err := te.SaveDevice(ctx, a, &Device{Name: "fits", AdditionalInfo: json.RawMessage(`{"description":"ok"}`)}, ""); err != nil {
 		t.Fatal(err)
 	}

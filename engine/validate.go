@@ -32,9 +32,12 @@ func checkLengths(pairs ...string) error {
 const maxAdditionalInfo = 64 << 10
 
 // checkAdditionalInfo refuses an additionalInfo over maxAdditionalInfo.
-func checkAdditionalInfo(raw []byte) error {
+func checkAdditionalInfo(raw []byte) error { return checkJSONSize("additional info", raw) }
+
+// checkJSONSize refuses a client's JSON field over maxAdditionalInfo.
+func checkJSONSize(field string, raw []byte) error {
 	if len(raw) > maxAdditionalInfo {
-		return Errorf(CodeBadRequestParams, "Validation error: additional info length must be equal or less than %d bytes", maxAdditionalInfo)
+		return Errorf(CodeBadRequestParams, "Validation error: %s length must be equal or less than %d bytes", field, maxAdditionalInfo)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -189,8 +190,9 @@ func (t *Spooled) Close() error {
 //
 // The delivery does not wait on it: history has the rows, and failing it
 // would insert them into ClickHouse again with every retry while Redis is
-// away. The reapply is tried a few times; one that still fails is logged, and
-// those latest values stay as the rewrite left them.
+// away. The reapply is tried a few times (once when Redis is unreachable);
+// one that still fails is logged (at most once a minute), and those latest
+// values stay as the rewrite left them.
 func ReapplyLatest(history Sink, latest LatestStore, log *slog.Logger) Sink {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -202,6 +204,7 @@ type reapplySink struct {
 	history Sink
 	latest  LatestStore
 	log     *slog.Logger
+	logged  atomic.Bool // a failure was logged within the last minute
 }
 
 // reapplyBackoff is the wait before each retry of a failed reapply.
@@ -216,6 +219,9 @@ func (r *reapplySink) WriteHistory(ctx context.Context, rows []storage.Row, mayR
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, storage.ErrUnavailable) {
+			break // Redis is away: no delivery waits for it (nor for retries)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -223,8 +229,10 @@ func (r *reapplySink) WriteHistory(ctx context.Context, rows []storage.Row, mayR
 		}
 		err = r.latest.ReapplyLatest(ctx, rows, vers)
 	}
-	if err != nil {
-		r.log.Error("cannot apply a delivery to latest values that a delete on another node rewrote; they keep what the rewrite found", "rows", len(rows), "err", err)
+	if err != nil && r.logged.CompareAndSwap(false, true) {
+		// Once per outage-ish: every delivery would say the same.
+		r.log.Error("cannot apply deliveries to latest values that a delete on another node rewrote; they keep what the rewrite found", "rows", len(rows), "err", err)
+		time.AfterFunc(time.Minute, func() { r.logged.Store(false) })
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -144,8 +145,13 @@ func TestReapplyDoesNotFailDelivery(t *testing.T) {
 	if len(sink.rows) != 1 || latest.reapplies != 3 {
 		t.Fatalf("history %d rows, %d reapplies; want 1 and 3", len(sink.rows), latest.reapplies)
 	}
+	// Redis unreachable: one try, no delivery waits for retries.
+	latest.reapplyErr = fmt.Errorf("%w: connection refused", storage.ErrUnavailable)
+	if err := r.WriteHistory(context.Background(), rows, []bool{false}, []uint64{1}); err != nil || latest.reapplies != 4 {
+		t.Fatalf("Redis away: %v, %d reapplies; want 4 in all", err, latest.reapplies)
+	}
 	sink.setDown(true)
-	if err := r.WriteHistory(context.Background(), rows, []bool{false}, []uint64{1}); err == nil || latest.reapplies != 3 {
+	if err := r.WriteHistory(context.Background(), rows, []bool{false}, []uint64{1}); err == nil || latest.reapplies != 4 {
 		t.Fatalf("history down: %v, %d reapplies", err, latest.reapplies)
 	}
 }

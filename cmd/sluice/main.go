@@ -66,16 +66,16 @@ func run(path string) error {
 	select {
 	case s := <-sig:
 		log.Info("shutting down; a second signal exits at once", "signal", s.String())
-		go func() {
-			s := <-sig
-			log.Warn("exiting without finishing the shutdown", "signal", s.String())
-			os.Exit(1)
-		}()
 	case err := <-n.Done():
 		if err != nil {
 			log.Error("listener stopped", "err", err)
 		}
 	}
+	go func() {
+		s := <-sig
+		log.Warn("exiting without finishing the shutdown", "signal", s.String())
+		os.Exit(1)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := withoutDeadline(n.Shutdown(ctx)); err != nil {
