@@ -44,6 +44,13 @@ func run(path string) error {
 	log := newLogger(cfg.Log)
 	maxProcs, gcPercent := procs.Set()
 	log.Info("scheduler", "gomaxprocs", maxProcs, "cpus", runtime.NumCPU(), "gogc", gcPercent)
+	// SIGHUP too: a closed terminal (make run) stops the node gracefully
+	// rather than killing it. Caught from before the start, so a signal sent
+	// as soon as the node says it is ready (or during the start) is a
+	// graceful stop, not the default death. A second signal exits at once;
+	// what was acknowledged is durable already.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	n, err := node.Start(cfg, log)
 	if err != nil {
 		return err
@@ -58,11 +65,6 @@ func run(path string) error {
 			b.DemoDeviceToken, port(n.Addr()), b.DemoDeviceToken)
 	}
 
-	// SIGHUP too: a closed terminal (make run) stops the node gracefully
-	// rather than killing it. A second signal exits at once; what was
-	// acknowledged is durable already.
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	select {
 	case s := <-sig:
 		log.Info("shutting down; a second signal exits at once", "signal", s.String())
