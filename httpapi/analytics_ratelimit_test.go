@@ -19,14 +19,7 @@ func TestReportRESTRateLimit(t *testing.T) {
 	body := `{"viewConfigId":"` + v.ID.ID + `"}`
 	path := "/apiAnalytics/publicApi/buildReport"
 
-	sys := n.sysadmin()
-	var tp struct{ ID engine.EntityID }
-	n.decode(n.expect("POST", "/api/tenantProfile", sys,
-		`{"name":"report limits","profileData":{"configuration":{"tenantServerRestLimitsConfiguration":"2:3600"}}}`, 200, ""), &tp)
-	var tenant map[string]any
-	n.decode(n.expect("GET", "/api/tenant/"+n.Demo.DemoTenantID.String(), sys, nil, 200, ""), &tenant)
-	tenant["tenantProfileId"] = tp.ID
-	n.expect("POST", "/api/tenant", sys, tenant, 200, "")
+	n.limitDemoTenant(`{"tenantServerRestLimitsConfiguration":"2:3600"}`)
 
 	n.expect("POST", path, auth, body, 200, "")
 	n.expect("POST", "/apiTrendz/publicApi/buildReport", auth, body, 200, "")
@@ -44,17 +37,24 @@ func TestReportRESTRateLimit(t *testing.T) {
 // a device over its limit costs the node little.
 func TestDeviceOverLimitNotParsed(t *testing.T) {
 	n := startTestNode(t)
-	sys := n.sysadmin()
-	var tp struct{ ID engine.EntityID }
-	n.decode(n.expect("POST", "/api/tenantProfile", sys,
-		`{"name":"device limits","profileData":{"configuration":{"transportDeviceTelemetryMsgRateLimit":"1:3600"}}}`, 200, ""), &tp)
-	var tenant map[string]any
-	n.decode(n.expect("GET", "/api/tenant/"+n.Demo.DemoTenantID.String(), sys, nil, 200, ""), &tenant)
-	tenant["tenantProfileId"] = tp.ID
-	n.expect("POST", "/api/tenant", sys, tenant, 200, "")
+	n.limitDemoTenant(`{"transportDeviceTelemetryMsgRateLimit":"1:3600"}`)
 
 	tel := "/api/v1/" + n.Demo.DemoDeviceToken + "/telemetry"
 	n.expect("POST", tel, "", `{"a":1}`, 200, "")
 	n.expect("POST", tel, "", `{"a":`, 429, "Too many requests for current device!")
 	n.expect("POST", "/api/v1/"+n.Demo.DemoDeviceToken+"/attributes", "", `not json`, 429, "Too many requests for current device!")
+}
+
+// limitDemoTenant gives the demo tenant a new tenant profile with the
+// configuration conf (JSON).
+func (n *testNode) limitDemoTenant(conf string) {
+	n.t.Helper()
+	sys := n.sysadmin()
+	var tp struct{ ID engine.EntityID }
+	n.decode(n.expect("POST", "/api/tenantProfile", sys,
+		`{"name":"limits","profileData":{"configuration":`+conf+`}}`, 200, ""), &tp)
+	var tenant map[string]any
+	n.decode(n.expect("GET", "/api/tenant/"+n.Demo.DemoTenantID.String(), sys, nil, 200, ""), &tenant)
+	tenant["tenantProfileId"] = tp.ID
+	n.expect("POST", "/api/tenant", sys, tenant, 200, "")
 }
