@@ -38,12 +38,7 @@ func TestStartLogsJSONEngine(t *testing.T) {
 // TestUnparsedRequestLogsNoSecrets: a request fasthttp cannot parse is logged
 // without its head, which holds the device token and the API key.
 func TestUnparsedRequestLogsNoSecrets(t *testing.T) {
-	n, logs := startLogged(t)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		n.Shutdown(ctx)
-	}()
+	n, logs := startServing(t)
 	for _, raw := range []string{
 		"GET /api/v1/SECRET_DEVICE_TOKEN/attributes HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
 		"POST /api/device HTTP/1.1\r\nHost: x\r\nX-Authorization: ApiKey tb_SECRETKEY\r\nContent-Length: abc\r\n\r\n",
@@ -73,6 +68,18 @@ func TestUnparsedRequestLogsNoSecrets(t *testing.T) {
 	if strings.Contains(out, "SECRET_DEVICE_TOKEN") || strings.Contains(out, "SECRETKEY") {
 		t.Fatalf("a secret reached the log:\n%s", out)
 	}
+}
+
+// startServing is startLogged with the node shut down when the test ends.
+func startServing(t *testing.T) (*Node, *testenv.Buffer) {
+	t.Helper()
+	n, logs := startLogged(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	return n, logs
 }
 
 // startLogged starts a node on the embedded default, on a free loopback port,
@@ -118,12 +125,7 @@ func roundTrip(t *testing.T, n *Node, raw string) (answer string, closed bool) {
 // TestContentLengthAndChunked: a request with both framings is answered, then
 // its connection closed, so nothing after it is read as another request.
 func TestContentLengthAndChunked(t *testing.T) {
-	n, _ := startLogged(t)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		n.Shutdown(ctx)
-	}()
+	n, _ := startServing(t)
 	smuggle := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 	answer, closed := roundTrip(t, n, smuggle)
 	if !closed || strings.Count(answer, "HTTP/1.1 ") != 1 || strings.Contains(answer, `"UP"`) {
@@ -139,12 +141,7 @@ func TestContentLengthAndChunked(t *testing.T) {
 // TestExpectContinueTooLarge: a body announced over the limit is refused
 // before the client sends it.
 func TestExpectContinueTooLarge(t *testing.T) {
-	n, _ := startLogged(t)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		n.Shutdown(ctx)
-	}()
+	n, _ := startServing(t)
 	big := "POST /api/v1/T/telemetry HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 999999999\r\n\r\n"
 	if answer, _ := roundTrip(t, n, big); !strings.HasPrefix(answer, "HTTP/1.1 413") || strings.Contains(answer, "100 Continue") {
 		t.Fatalf("answer:\n%s", answer)
