@@ -93,9 +93,9 @@ func (e *Engine) activityWriter() {
 	}
 }
 
-// flushActivity writes each noted device's lastActivityTime. A write that fails
-// (the store is down) goes back to be tried with the next flush, unless a later
-// request has been noted meanwhile.
+// flushActivity writes each noted device's lastActivityTime. A noted time
+// stays noted until it is written (so a read in between still sees it), and
+// one the store did not take (it is down) is tried with the next flush.
 func (e *Engine) flushActivity(ctx context.Context) {
 	a := &e.activity
 	a.flushMu.Lock()
@@ -111,7 +111,6 @@ func (e *Engine) flushActivity(ctx context.Context) {
 		for id, ms := range sh.m {
 			all = append(all, seen{id, ms})
 		}
-		clear(sh.m)
 		sh.mu.Unlock()
 	}
 	failed := 0
@@ -133,9 +132,16 @@ func (e *Engine) flushActivity(ctx context.Context) {
 		if err != nil {
 			lastErr = err
 			failed += len(chunk)
-			for _, s := range chunk {
-				e.noteActivity(s.id, s.ms)
+			continue
+		}
+		for _, s := range chunk {
+			// Forgotten once written, unless a later request was noted meanwhile.
+			sh := &a.shards[s.id[15]%activityShards]
+			sh.mu.Lock()
+			if sh.m[s.id] == s.ms {
+				delete(sh.m, s.id)
 			}
+			sh.mu.Unlock()
 		}
 	}
 	if failed > 0 {
