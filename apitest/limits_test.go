@@ -145,12 +145,15 @@ func TestDataPointsRateLimit(t *testing.T) {
 	n.must(200, "POST", "/api/v1/"+a+"/telemetry", `[{"ts":1000,"values":{"x":1,"y":2}},{"ts":2000,"values":{"x":3,"y":4}}]`)
 	limited(t, n.do("POST", "/api/v1/"+a+"/telemetry", `{"x":1,"y":2}`), "Too many requests for current device!")
 	n.must(200, "POST", "/api/v1/"+a+"/telemetry", `{"x":1}`)
-	// A batch larger than the capacity never fits; Retry-After is then the period.
+	// A batch larger than the capacity never fits: a 429 that says so, with no
+	// Retry-After a client would wait on in vain.
 	_, b := n.createDevice(auth, "points-b")
 	r := n.do("POST", "/api/v1/"+b+"/telemetry", `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}`)
-	limited(t, r, "Too many requests for current device!")
-	if r.Header.Get("Retry-After") != "3600" {
-		t.Fatalf("Retry-After %q for a batch over the capacity, want 3600", r.Header.Get("Retry-After"))
+	if msg := errorBody(t, r, 429); msg != "Too many requests for current device! The request counts 6, more than the limit 5:3600 allows at once." {
+		t.Fatalf("batch over the capacity: %q", msg)
+	}
+	if r.Header.Get("Retry-After") != "" {
+		t.Fatalf("Retry-After %q for a batch over the capacity, want none", r.Header.Get("Retry-After"))
 	}
 }
 
@@ -167,6 +170,7 @@ func TestRESTRateLimits(t *testing.T) {
 
 	tenant := n.tenantAuth() // logging in is not a limited call
 	n.must(200, "GET", "/api/auth/user", "", tenant)
+	n.must(200, "GET", "/api/auth/user", "", tenant) // the customer's refused call gave its tenant token back
 	limited(t, n.do("GET", "/api/auth/user", "", tenant), "Too many requests for current tenant!")
 	// The tenant limit applies to its customers' users too, and is checked first.
 	limited(t, n.do("GET", "/api/auth/user", "", customer), "Too many requests for current tenant!")
