@@ -350,13 +350,18 @@ func (e *Engine) AllowDevice(ctx context.Context, dev *Device, dataPoints int) e
 			{l.deviceMsg, device, deviceMsgBucket, 1, errDeviceLimit},
 		})
 	}
-	n := float64(dataPoints)
-	return e.takeAll(now, []charge{
+	return e.takeAll(now, writeCharges(l, tenant, device, float64(dataPoints)))
+}
+
+// writeCharges are the buckets a write of n points counts against: one
+// telemetry message and n points, of the tenant, then of the device.
+func writeCharges(l *tenantLimits, tenant, device uuid.UUID, n float64) []charge {
+	return []charge{
 		{l.tenantTelemetry, tenant, tenantTelemetryBucket, 1, errTenantLimit},
 		{l.tenantPoints, tenant, tenantPointsBucket, n, errTenantLimit},
 		{l.deviceTelemetry, device, deviceTelemetryBucket, 1, errDeviceLimit},
 		{l.devicePoints, device, devicePointsBucket, n, errDeviceLimit},
-	})
+	}
 }
 
 // MayWrite tells, before a telemetry or attributes body is decompressed and
@@ -371,13 +376,7 @@ func (e *Engine) MayWrite(ctx context.Context, dev *Device) error {
 		return err
 	}
 	now := clock.UnixNano()
-	tenant, device := dev.TenantID(), dev.UUID()
-	for _, c := range []charge{
-		{l.tenantTelemetry, tenant, tenantTelemetryBucket, 1, errTenantLimit},
-		{l.tenantPoints, tenant, tenantPointsBucket, 1, errTenantLimit},
-		{l.deviceTelemetry, device, deviceTelemetryBucket, 1, errDeviceLimit},
-		{l.devicePoints, device, devicePointsBucket, 1, errDeviceLimit},
-	} {
+	for _, c := range writeCharges(l, dev.TenantID(), dev.UUID(), 1) {
 		if c.l == nil {
 			continue
 		}
