@@ -2,13 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 
 	"github.com/google/uuid"
-
-	"github.com/sluice-iot/sluice/storage"
 )
 
 // DeviceInfo is a device with what ThingsBoard's device lists show beside it:
@@ -154,33 +151,6 @@ func (e *Engine) deviceInfos(ctx context.Context, tenant uuid.UUID, devices []*D
 		out[i] = &DeviceInfo{Device: d, DeviceProfileName: d.Type, Active: states[d.ID.ID].active}
 		if t, ok := titles[d.CustomerID.ID]; ok {
 			out[i].CustomerTitle = &t
-		}
-	}
-	return out, nil
-}
-
-// DevicesByIDs returns the devices of ids that p can see, in ids' order; other
-// and unknown ids are left out (ThingsBoard's GET /api/devices?deviceIds=).
-func (e *Engine) DevicesByIDs(ctx context.Context, p *Principal, ids []uuid.UUID) ([]*Device, error) {
-	if err := requireRole(p, TenantAdmin, CustomerUser); err != nil {
-		return nil, err
-	}
-	out := make([]*Device, 0, len(ids))
-	seen := make(map[uuid.UUID]bool, len(ids))
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		d, err := e.loadDevice(ctx, id)
-		if errors.Is(err, storage.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if e.canSeeDevice(p, d) {
-			out = append(out, d)
 		}
 	}
 	return out, nil

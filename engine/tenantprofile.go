@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +46,9 @@ var (
 	errTenantProfileInUse      = &Error{Code: CodeBadRequestParams, Msg: "The tenant profile referenced by the tenants cannot be deleted!"}
 	errTenantProfileMissing    = &Error{Code: CodeBadRequestParams, Msg: "Tenant profile is not found!"}
 	errTenantProfileConfig     = &Error{Code: CodeBadRequestParams, Msg: "Tenant profile configuration must be a JSON object!"}
+	// errTenantProfileOtherDefault is a promotion that found another default
+	// made meanwhile; SetDefaultTenantProfile tries again.
+	errTenantProfileOtherDefault = &Error{Code: CodeBadRequestParams, Msg: "Another default tenant profile is present!"}
 )
 
 // TenantProfileData is the profileData of a tenant profile.
@@ -214,9 +220,16 @@ func (e *Engine) profileOfTenant(ctx context.Context, t *Tenant) (*TenantProfile
 
 // defaultTenantProfile returns the default tenant profile, creating it if missing.
 func (e *Engine) defaultTenantProfile(ctx context.Context) (*TenantProfile, error) {
-	for range 2 {
+	for range 3 {
 		tp, err := lookupRecord[TenantProfile](ctx, e, kindTenantProfile, defaultTenantProfileKey)
 		if err == nil || !errors.Is(err, storage.ErrNotFound) {
+			return tp, err
+		}
+		// A change of default half-way (see tenantProfileRecord): finish it.
+		if tp, err := e.finishTenantProfilePromotion(ctx); err != nil || tp != nil {
+			if errors.Is(err, storage.ErrChanged) || errors.Is(err, errTenantProfileOtherDefault) {
+				continue // another caller finished it or changed it: look again
+			}
 			return tp, err
 		}
 		name := DefaultTenantProfileName
@@ -236,7 +249,7 @@ func (e *Engine) defaultTenantProfile(ctx context.Context) (*TenantProfile, erro
 		if err == nil {
 			return tp, nil
 		}
-		if !errors.Is(err, storage.ErrConflict) && !errors.Is(err, errTenantProfileNameTaken) {
+		if !errors.Is(err, storage.ErrConflict) && !errors.Is(err, errTenantProfileNameTaken) && !errors.Is(err, errTenantProfileOtherDefault) {
 			return nil, err
 		}
 		// Another node created it at the same time: read theirs.
@@ -244,27 +257,167 @@ func (e *Engine) defaultTenantProfile(ctx context.Context) (*TenantProfile, erro
 	return nil, fmtConflict(kindTenantProfile, uuid.Nil)
 }
 
-// putTenantProfile stores a profile with its unique name and default marker.
+// tenantProfileRecord is a tenant profile as stored. Promoting marks a profile
+// SetDefaultTenantProfile is making the default: between its taking the flag
+// off the old default and putting it on this one there is none, and
+// defaultTenantProfile then finishes the change rather than creating another.
+// Deleting marks a profile whose deletion is under way: tenant saves refuse it
+// (see DeleteTenantProfile). Code that reads a TenantProfile sees neither.
+type tenantProfileRecord struct {
+	TenantProfile
+	Promoting bool `json:"promoting,omitempty"`
+	Deleting  bool `json:"deleting,omitempty"`
+}
+
+// putTenantProfile stores a new profile with its unique name and default marker.
 func (e *Engine) putTenantProfile(ctx context.Context, tp *TenantProfile) error {
-	unique := []string{tenantProfileNameKey(tp.Name)}
-	if tp.Default {
+	return e.writeTenantProfile(ctx, &tenantProfileRecord{TenantProfile: *tp}, nil)
+}
+
+// writeTenantProfile stores r: with Put, or over the version read as *prev
+// (storage.ErrChanged, storage.ErrNotFound as replaceRecord).
+func (e *Engine) writeTenantProfile(ctx context.Context, r *tenantProfileRecord, prev *[]byte) error {
+	if r.Default {
+		r.Promoting = false
+	}
+	unique := []string{tenantProfileNameKey(r.Name)}
+	if r.Default {
 		unique = append(unique, defaultTenantProfileKey)
 	}
-	err := e.putRecord(ctx, kindTenantProfile, tp.ID.ID, uuid.Nil, tp, unique...)
+	err := e.writeRecord(ctx, kindTenantProfile, r.ID.ID, uuid.Nil, prev, r, unique)
 	if errors.Is(err, storage.ErrConflict) {
-		if other, lerr := lookupRecord[TenantProfile](ctx, e, kindTenantProfile, tenantProfileNameKey(tp.Name)); lerr == nil && other.ID != tp.ID {
+		if other, lerr := lookupRecord[TenantProfile](ctx, e, kindTenantProfile, tenantProfileNameKey(r.Name)); lerr == nil && other.ID != r.ID {
 			return errTenantProfileNameTaken
+		}
+		if other, lerr := lookupRecord[TenantProfile](ctx, e, kindTenantProfile, defaultTenantProfileKey); r.Default && lerr == nil && other.ID != r.ID {
+			return errTenantProfileOtherDefault
 		}
 	}
 	return err
+}
+
+// loadTenantProfile reads a stored profile with its data, for writeTenantProfile.
+func (e *Engine) loadTenantProfile(ctx context.Context, id uuid.UUID) (*tenantProfileRecord, []byte, error) {
+	return loadRecord[tenantProfileRecord](ctx, e, kindTenantProfile, id)
+}
+
+// finishTenantProfilePromotion makes a profile marked Promoting the default;
+// nil when there is none.
+func (e *Engine) finishTenantProfilePromotion(ctx context.Context) (*TenantProfile, error) {
+	all, err := listRecords[tenantProfileRecord](ctx, e, kindTenantProfile, uuid.Nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range all {
+		if r.Promoting {
+			return e.promoteTenantProfile(ctx, r.ID.ID)
+		}
+	}
+	return nil, nil
+}
+
+// promoteTenantProfile makes a profile marked Promoting the default, over the
+// version read: storage.ErrChanged when it changed meanwhile,
+// errTenantProfileOtherDefault when another default appeared.
+func (e *Engine) promoteTenantProfile(ctx context.Context, id uuid.UUID) (*TenantProfile, error) {
+	r, prev, err := e.loadTenantProfile(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Promoting {
+		return nil, fmt.Errorf("tenant profile %s: %w", id, storage.ErrChanged)
+	}
+	r.Default, r.Promoting = true, false
+	r.Version++
+	if err := e.writeTenantProfile(ctx, r, &prev); err != nil {
+		return nil, err
+	}
+	return &r.TenantProfile, nil
+}
+
+// demoteDefaultTenantProfile takes the default flag off the default profile
+// unless it is keep.
+func (e *Engine) demoteDefaultTenantProfile(ctx context.Context, keep uuid.UUID) error {
+	for range maxReplaceTries {
+		cur, err := lookupRecord[TenantProfile](ctx, e, kindTenantProfile, defaultTenantProfileKey)
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && cur.ID.ID == keep) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r, prev, err := e.loadTenantProfile(ctx, cur.ID.ID)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !r.Default {
+			continue
+		}
+		r.Default = false
+		r.Version++
+		err = e.writeTenantProfile(ctx, r, &prev)
+		if errors.Is(err, storage.ErrChanged) || errors.Is(err, storage.ErrNotFound) {
+			continue
+		}
+		return err
+	}
+	return errChangedMeanwhile
+}
+
+// SetDefaultTenantProfile makes a tenant profile the default (system
+// administrators only), as ThingsBoard's POST /api/tenantProfile/{id}/default:
+// tenants saved without a profile get it from now on; tenants that have a
+// profile keep theirs. The default is a unique value of the profile records,
+// so the change is three writes: the profile is marked Promoting, the old
+// default loses the flag, the profile gets it; a caller that finds no default
+// in between finishes the change (defaultTenantProfile).
+func (e *Engine) SetDefaultTenantProfile(ctx context.Context, p *Principal, id uuid.UUID) (*TenantProfile, error) {
+	if err := requireRole(p, SysAdmin); err != nil {
+		return nil, err
+	}
+	for range maxReplaceTries {
+		r, prev, err := e.loadTenantProfile(ctx, id)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		switch {
+		case r.Default:
+			return &r.TenantProfile, nil
+		case r.Deleting:
+			return nil, errChangedMeanwhile // a deletion is under way: it is 404 soon, or usable again
+		case !r.Promoting:
+			r.Promoting = true
+			if err := e.writeTenantProfile(ctx, r, &prev); errors.Is(err, storage.ErrChanged) {
+				continue
+			} else if err != nil {
+				return nil, notFound(err)
+			}
+		}
+		if err := e.demoteDefaultTenantProfile(ctx, id); err != nil {
+			return nil, err
+		}
+		tp, err := e.promoteTenantProfile(ctx, id)
+		switch {
+		case errors.Is(err, storage.ErrChanged), errors.Is(err, errTenantProfileOtherDefault):
+			continue // an update, or another default meanwhile: again
+		case err != nil:
+			return nil, notFound(err)
+		}
+		e.evictLimitsEverywhere(uuid.Nil) // tenants stored without a profile have the default's limits
+		return tp, nil
+	}
+	return nil, errChangedMeanwhile
 }
 
 // tenantProfileIDFor returns the id of the profile a tenant being saved gets: the
 // one it names, which must exist, or the default.
 func (e *Engine) tenantProfileIDFor(ctx context.Context, id *EntityID) (*EntityID, error) {
 	if id != nil && id.ID != uuid.Nil {
-		if _, err := getRecord[TenantProfile](ctx, e, kindTenantProfile, id.ID); err != nil {
-			return nil, ifNotFound(err, errTenantProfileMissing)
+		if ok, err := e.usableTenantProfile(ctx, id.ID); err != nil || !ok {
+			return nil, cmp.Or(err, error(errTenantProfileMissing))
 		}
 		out := newEntityID(EntityTenantProfile, id.ID)
 		return &out, nil
@@ -297,22 +450,35 @@ func (e *Engine) SaveTenantProfile(ctx context.Context, p *Principal, in *Tenant
 	if _, err := parseLimits(tp.ProfileData.Configuration); err != nil {
 		return nil, err
 	}
-	if in.ID.ID != uuid.Nil {
-		old, err := getRecord[TenantProfile](ctx, e, kindTenantProfile, in.ID.ID)
+	if in.ID.ID == uuid.Nil {
+		tp.ID = newEntityID(EntityTenantProfile, newID())
+		tp.CreatedTime, tp.Version, tp.Default = e.now().UnixMilli(), 1, false
+		if err := e.putTenantProfile(ctx, &tp); err != nil {
+			return nil, err
+		}
+		return &tp, nil
+	}
+	// An update, over the version read: a concurrent change of default or a
+	// deletion under way keeps its marks.
+	for range maxReplaceTries {
+		old, prev, err := e.loadTenantProfile(ctx, in.ID.ID)
 		if err != nil {
 			return nil, notFound(err)
 		}
 		tp.ID, tp.CreatedTime, tp.Version, tp.Default = old.ID, old.CreatedTime, old.Version+1, old.Default
-	} else {
-		tp.ID = newEntityID(EntityTenantProfile, newID())
-		tp.CreatedTime, tp.Version, tp.Default = e.now().UnixMilli(), 1, false
+		tp.ID.EntityType = EntityTenantProfile
+		r := &tenantProfileRecord{TenantProfile: tp, Promoting: old.Promoting, Deleting: old.Deleting}
+		err = e.writeTenantProfile(ctx, r, &prev)
+		if errors.Is(err, storage.ErrChanged) {
+			continue
+		}
+		if err != nil {
+			return nil, notFound(err)
+		}
+		e.evictLimitsEverywhere(uuid.Nil)
+		return &tp, nil
 	}
-	tp.ID.EntityType = EntityTenantProfile
-	if err := e.putTenantProfile(ctx, &tp); err != nil {
-		return nil, err
-	}
-	e.evictLimitsEverywhere(uuid.Nil)
-	return &tp, nil
+	return nil, errChangedMeanwhile
 }
 
 // GetTenantProfile returns a tenant profile; system administrators only.
@@ -342,6 +508,9 @@ var tenantProfilePages = pageSpec[*TenantProfile]{
 	keys: map[string]func(*TenantProfile) sortKey{
 		"createdTime": func(tp *TenantProfile) sortKey { return numKey(tp.CreatedTime) },
 		"name":        func(tp *TenantProfile) sortKey { return strKey(tp.Name) },
+		// "id" of /api/tenantProfileInfos (ListTenantProfileInfos): PostgreSQL
+		// orders uuids by their bytes, as their canonical strings.
+		"idString":    func(tp *TenantProfile) sortKey { return strKey(tp.ID.ID.String()) },
 		"description": func(tp *TenantProfile) sortKey { return strKey(tp.Description) },
 		"isDefault": func(tp *TenantProfile) sortKey {
 			if tp.Default {
@@ -352,8 +521,24 @@ var tenantProfilePages = pageSpec[*TenantProfile]{
 	},
 }
 
+// tenantProfileInfoPages sorts /api/tenantProfileInfos: by "id" and "name", as
+// ThingsBoard allows, and by createdTime when no sort is asked for.
+var tenantProfileInfoPages = pageSpec[*TenantProfile]{
+	text: tenantProfilePages.text,
+	keys: map[string]func(*TenantProfile) sortKey{
+		"createdTime": tenantProfilePages.keys["createdTime"],
+		"name":        tenantProfilePages.keys["name"],
+		// PostgreSQL orders uuids by their bytes, as their canonical strings.
+		"id": func(tp *TenantProfile) sortKey { return strKey(tp.ID.ID.String()) },
+	},
+}
+
 // ListTenantProfiles returns a page of tenant profiles; system administrators only.
 func (e *Engine) ListTenantProfiles(ctx context.Context, p *Principal, pl PageLink) (PageData[*TenantProfile], error) {
+	return e.pageTenantProfiles(ctx, p, pl, tenantProfilePages)
+}
+
+func (e *Engine) pageTenantProfiles(ctx context.Context, p *Principal, pl PageLink, spec pageSpec[*TenantProfile]) (PageData[*TenantProfile], error) {
 	if err := requireRole(p, SysAdmin); err != nil {
 		return PageData[*TenantProfile]{}, err
 	}
@@ -364,30 +549,105 @@ func (e *Engine) ListTenantProfiles(ctx context.Context, p *Principal, pl PageLi
 	if err != nil {
 		return PageData[*TenantProfile]{}, err
 	}
-	return makePage(all, pl, tenantProfilePages)
+	return makePage(all, pl, spec)
 }
 
 // DeleteTenantProfile deletes a tenant profile that is neither the default nor
-// used by a tenant; system administrators only.
+// used by a tenant; system administrators only. The profile is marked Deleting
+// first, so a tenant save that gives it to a tenant meanwhile either is seen
+// here (and the deletion refused) or sees the mark and takes itself back
+// (checkTenantProfileKept).
 func (e *Engine) DeleteTenantProfile(ctx context.Context, p *Principal, id uuid.UUID) error {
 	if err := requireRole(p, SysAdmin); err != nil {
 		return err
 	}
-	tp, err := getRecord[TenantProfile](ctx, e, kindTenantProfile, id)
-	if err != nil {
-		return notFound(err)
-	}
-	if tp.Default {
-		return errTenantProfileDelDefault
-	}
-	tenants, err := listRecords[Tenant](ctx, e, kindTenant, uuid.Nil)
-	if err != nil {
+	if err := e.markTenantProfileDeleting(ctx, id, true); err != nil {
 		return err
 	}
-	for _, t := range tenants {
-		if t.TenantProfileID != nil && t.TenantProfileID.ID == id {
-			return errTenantProfileInUse
+	used, err := e.tenantProfileInUse(ctx, id)
+	if err == nil && used {
+		err = errTenantProfileInUse
+	}
+	if err != nil {
+		// Not deleted after all: tenants may use it again.
+		if uerr := e.markTenantProfileDeleting(ctx, id, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
+			return errors.Join(err, uerr)
 		}
+		return err
 	}
 	return notFound(e.deleteRecord(ctx, kindTenantProfile, id))
+}
+
+// tenantProfileInUse is whether a tenant has the profile.
+func (e *Engine) tenantProfileInUse(ctx context.Context, id uuid.UUID) (bool, error) {
+	tenants, err := listRecords[Tenant](ctx, e, kindTenant, uuid.Nil)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(tenants, func(t *Tenant) bool {
+		return t.TenantProfileID != nil && t.TenantProfileID.ID == id
+	}), nil
+}
+
+// markTenantProfileDeleting sets or clears the deletion mark of a profile,
+// over its latest version. Setting it refuses the default profile and one
+// becoming the default.
+func (e *Engine) markTenantProfileDeleting(ctx context.Context, id uuid.UUID, deleting bool) error {
+	for range maxReplaceTries {
+		r, prev, err := e.loadTenantProfile(ctx, id)
+		if err != nil {
+			return notFound(err)
+		}
+		if deleting && (r.Default || r.Promoting) {
+			return errTenantProfileDelDefault
+		}
+		if r.Deleting == deleting {
+			return nil // a retried (or concurrent) deletion
+		}
+		r.Deleting = deleting
+		err = e.writeTenantProfile(ctx, r, &prev)
+		if errors.Is(err, storage.ErrChanged) {
+			continue
+		}
+		return notFound(err)
+	}
+	return errChangedMeanwhile
+}
+
+// usableTenantProfile is whether a stored profile may be given to a tenant: it
+// exists and no deletion of it is under way.
+func (e *Engine) usableTenantProfile(ctx context.Context, id uuid.UUID) (bool, error) {
+	r, _, err := e.loadTenantProfile(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !r.Deleting, nil
+}
+
+// GetTenantProfileInfo returns {"id","name"} of a tenant profile; system
+// administrators only.
+func (e *Engine) GetTenantProfileInfo(ctx context.Context, p *Principal, id uuid.UUID) (*EntityInfo, error) {
+	tp, err := e.GetTenantProfile(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return &EntityInfo{ID: tp.ID, Name: tp.Name}, nil
+}
+
+// ListTenantProfileInfos returns a page of tenant profiles in their
+// {"id","name"} form; system administrators only.
+func (e *Engine) ListTenantProfileInfos(ctx context.Context, p *Principal, pl PageLink) (PageData[*EntityInfo], error) {
+	page, err := e.pageTenantProfiles(ctx, p, pl, tenantProfileInfoPages)
+	if err != nil {
+		return PageData[*EntityInfo]{}, err
+	}
+	out := PageData[*EntityInfo]{Data: make([]*EntityInfo, len(page.Data)),
+		TotalPages: page.TotalPages, TotalElements: page.TotalElements, HasNext: page.HasNext}
+	for i, tp := range page.Data {
+		out.Data[i] = &EntityInfo{ID: tp.ID, Name: tp.Name}
+	}
+	return out, nil
 }

@@ -31,7 +31,7 @@ func (e *Engine) SaveTenant(ctx context.Context, p *Principal, in *Tenant) (*Ten
 		t.ID, t.CreatedTime, t.Version = old.ID, old.CreatedTime, old.Version+1 // the stored id, whatever entityType the client sent
 		// Over the version read: a tenant deleted meanwhile is not brought
 		// back (its sweep would then find it and leave what it owns).
-		return e.writeTenant(ctx, &t, &prev)
+		return e.writeTenant(ctx, &t, old, &prev)
 	}
 	return e.createTenant(ctx, newID(), in)
 }
@@ -41,7 +41,7 @@ func (e *Engine) createTenant(ctx context.Context, id uuid.UUID, in *Tenant) (*T
 	t := *in
 	t.ID = newEntityID(EntityTenant, id)
 	t.CreatedTime, t.Version = e.now().UnixMilli(), 1
-	if _, err := e.writeTenant(ctx, &t, nil); err != nil {
+	if _, err := e.writeTenant(ctx, &t, nil, nil); err != nil {
 		return nil, err
 	}
 	if _, err := e.defaultProfile(ctx, id); err != nil {
@@ -50,9 +50,9 @@ func (e *Engine) createTenant(ctx context.Context, id uuid.UUID, in *Tenant) (*T
 	return &t, nil
 }
 
-// writeTenant checks and stores t: with Put, or over the version read as *prev,
+// writeTenant checks and stores t: new with Put, or over old, read as *prev,
 // whose errors are those of changedOrGone.
-func (e *Engine) writeTenant(ctx context.Context, t *Tenant, prev *[]byte) (*Tenant, error) {
+func (e *Engine) writeTenant(ctx context.Context, t, old *Tenant, prev *[]byte) (*Tenant, error) {
 	if strings.TrimSpace(t.Title) == "" {
 		return nil, errTenantTitleBlank
 	}
@@ -83,8 +83,58 @@ func (e *Engine) writeTenant(ctx context.Context, t *Tenant, prev *[]byte) (*Ten
 		}
 		return nil, err
 	}
+	if old == nil || old.TenantProfileID == nil || old.TenantProfileID.ID != profile.ID {
+		if err := e.checkTenantProfileKept(ctx, t, old); err != nil {
+			return nil, err
+		}
+	}
 	e.evictLimitsEverywhere(t.ID.ID) // its profile may have changed
 	return t, nil
+}
+
+// checkTenantProfileKept runs after tenant t was written with a profile its
+// previous version old (nil: a new tenant) did not have. If a deletion of that
+// profile has begun meanwhile (see DeleteTenantProfile), the write is taken
+// back and the save refused as if the profile were gone: a new tenant is
+// deleted (nothing refers to it yet), an updated one gets old's profile back
+// unless another write has moved it off the profile already.
+func (e *Engine) checkTenantProfileKept(ctx context.Context, t, old *Tenant) error {
+	ok, err := e.usableTenantProfile(ctx, t.TenantProfileID.ID)
+	if err != nil || ok {
+		return err
+	}
+	if old == nil {
+		if err := e.deleteRecord(ctx, kindTenant, t.ID.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+		return errTenantProfileMissing
+	}
+	for range maxReplaceTries {
+		cur, prev, err := loadRecord[Tenant](ctx, e, kindTenant, t.ID.ID)
+		if errors.Is(err, storage.ErrNotFound) {
+			return errTenantProfileMissing
+		}
+		if err != nil {
+			return err
+		}
+		if cur.TenantProfileID == nil || cur.TenantProfileID.ID != t.TenantProfileID.ID {
+			return errTenantProfileMissing // moved off it already
+		}
+		cur.TenantProfileID = old.TenantProfileID
+		cur.Version++
+		err = e.replaceRecord(ctx, kindTenant, cur.ID.ID, uuid.Nil, prev, cur)
+		switch {
+		case errors.Is(err, storage.ErrChanged):
+			continue
+		case errors.Is(err, storage.ErrNotFound):
+			return errTenantProfileMissing
+		case err != nil:
+			return err
+		}
+		e.evictLimitsEverywhere(t.ID.ID)
+		return errTenantProfileMissing
+	}
+	return errChangedMeanwhile
 }
 
 // GetTenant returns a tenant to a system administrator, or its own tenant to a

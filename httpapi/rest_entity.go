@@ -19,7 +19,7 @@ func (s *Server) entityRoutes(r *router.Router) {
 	r.GET("/api/device/{deviceId}", s.authed(s.getDevice))
 	r.GET("/api/device/info/{deviceId}", s.authed(s.getDeviceInfo))
 	r.GET("/api/device/types", s.authed(s.deviceTypes))
-	r.GET("/api/devices", s.authed(s.devicesByIDs))
+	r.GET("/api/devices", s.authed(byIDs(s, "deviceIds", s.eng.DevicesByIDs)))
 	r.DELETE("/api/device/{deviceId}", s.authed(s.deleteDevice))
 	r.GET("/api/device/{deviceId}/credentials", s.authed(s.getDeviceCredentials))
 	r.POST("/api/device/credentials", s.authed(s.saveDeviceCredentials))
@@ -30,7 +30,8 @@ func (s *Server) entityRoutes(r *router.Router) {
 
 	r.GET("/api/deviceProfileInfo/default", s.authed(s.defaultProfileInfo))
 	r.GET("/api/deviceProfileInfo/{deviceProfileId}", s.authed(s.deviceProfileInfo))
-	r.GET("/api/deviceProfileInfos", s.authed(s.deviceProfileInfos))
+	r.GET("/api/deviceProfileInfos", s.authed(pageOrIDs(s, s.deviceProfileInfos, "deviceProfileIds", s.eng.DeviceProfileInfosByIDs)))
+	r.GET("/api/deviceProfileInfos/list", s.authed(byIDs(s, "deviceProfileIds", s.eng.DeviceProfileInfosByIDs)))
 	r.POST("/api/deviceProfile/{deviceProfileId}/default", s.authed(s.setDefaultDeviceProfile))
 	r.POST("/api/deviceProfile", s.authed(s.saveDeviceProfile))
 	r.GET("/api/deviceProfile/{deviceProfileId}", s.authed(s.getDeviceProfile))
@@ -40,13 +41,15 @@ func (s *Server) entityRoutes(r *router.Router) {
 	r.POST("/api/tenant", s.authed(s.saveTenant))
 	r.GET("/api/tenant/{tenantId}", s.authed(s.getTenant))
 	r.DELETE("/api/tenant/{tenantId}", s.authed(s.deleteTenant))
-	r.GET("/api/tenants", s.authed(s.tenants))
+	r.GET("/api/tenants", s.authed(pageOrIDs(s, s.tenants, "tenantIds", s.eng.TenantsByIDs)))
+	r.GET("/api/tenants/list", s.authed(byIDs(s, "tenantIds", s.eng.TenantsByIDs)))
 	r.GET("/api/tenant/{tenantId}/users", s.authed(s.tenantAdmins))
 
 	r.POST("/api/customer", s.authed(s.saveCustomer))
 	r.GET("/api/customer/{customerId}", s.authed(s.getCustomer))
 	r.DELETE("/api/customer/{customerId}", s.authed(s.deleteCustomer))
-	r.GET("/api/customers", s.authed(s.customers))
+	r.GET("/api/customers", s.authed(pageOrIDs(s, s.customers, "customerIds", s.eng.CustomersByIDs)))
+	r.GET("/api/customers/list", s.authed(byIDs(s, "customerIds", s.eng.CustomersByIDs)))
 	r.GET("/api/customer/{customerId}/users", s.authed(s.customerUsers))
 	r.GET("/api/customer/{customerId}/devices", s.authed(s.customerDevices))
 	r.POST("/api/customer/{customerId}/device/{deviceId}", s.authed(s.assignDevice))
@@ -54,7 +57,8 @@ func (s *Server) entityRoutes(r *router.Router) {
 
 	r.POST("/api/user", s.authed(s.saveUser))
 	r.GET("/api/user/{userId}", s.authed(s.getUser))
-	r.GET("/api/users", s.authed(s.users))
+	r.GET("/api/users", s.authed(pageOrIDs(s, s.users, "userIds", s.eng.UsersByIDs)))
+	r.GET("/api/users/list", s.authed(byIDs(s, "userIds", s.eng.UsersByIDs)))
 	r.DELETE("/api/user/{userId}", s.authed(s.deleteUser))
 	r.GET("/api/user/{userId}/activationLink", s.authed(s.activationLink))
 }
@@ -122,30 +126,6 @@ func (s *Server) getDeviceInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 
 func (s *Server) deviceTypes(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	v, err := s.eng.DeviceTypes(s.ctx, p)
-	s.respond(ctx, v, err)
-}
-
-// devicesByIDs answers ThingsBoard's GET /api/devices?deviceIds=a,b: the
-// devices of those ids the caller can see.
-func (s *Server) devicesByIDs(ctx *fasthttp.RequestCtx, p *engine.Principal) {
-	if _, ok := requiredParam(ctx, "deviceIds"); !ok {
-		return
-	}
-	raw := keyList(ctx.QueryArgs(), "deviceIds")
-	if len(raw) == 0 {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Parameter 'deviceIds' can't be empty!")
-		return
-	}
-	ids := make([]uuid.UUID, 0, len(raw))
-	for _, r := range raw {
-		id, err := engine.ParseID(r)
-		if err != nil {
-			s.fail(ctx, err)
-			return
-		}
-		ids = append(ids, id)
-	}
-	v, err := s.eng.DevicesByIDs(s.ctx, p, ids)
 	s.respond(ctx, v, err)
 }
 

@@ -10,7 +10,11 @@ import (
 // tenantProfileRoutes registers the tenant profile REST paths (system
 // administrators): the profiles hold the tenants' rate limits (compat §9).
 func (s *Server) tenantProfileRoutes(r *router.Router) {
-	r.GET("/api/tenantProfiles", s.authed(s.tenantProfiles))
+	r.GET("/api/tenantProfiles", s.authed(pageOrIDs(s, s.tenantProfiles, "ids", s.eng.TenantProfilesByIDs)))
+	r.GET("/api/tenantProfiles/list", s.authed(byIDs(s, "ids", s.eng.TenantProfilesByIDs)))
+	r.GET("/api/tenantProfileInfos", s.authed(s.tenantProfileInfos))
+	r.GET("/api/tenantProfileInfo/{tenantProfileId}", s.authed(s.tenantProfileInfo))
+	r.POST("/api/tenantProfile/{tenantProfileId}/default", s.authed(s.setDefaultTenantProfile))
 	r.GET("/api/tenantProfile/{tenantProfileId}", s.authed(s.getTenantProfile))
 	r.POST("/api/tenantProfile", s.authed(s.saveTenantProfile))
 	r.DELETE("/api/tenantProfile/{tenantProfileId}", s.authed(s.deleteTenantProfile))
@@ -48,4 +52,25 @@ func (s *Server) deleteTenantProfile(ctx *fasthttp.RequestCtx, p *engine.Princip
 func (s *Server) defaultTenantProfileInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	v, err := s.eng.DefaultTenantProfileInfo(s.ctx, p)
 	s.respond(ctx, v, err)
+}
+
+func (s *Server) tenantProfileInfos(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if pl, ok := pageLink(ctx); ok {
+		v, err := s.eng.ListTenantProfileInfos(s.ctx, p, pl)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) tenantProfileInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "tenantProfileId"); ok {
+		v, err := s.eng.GetTenantProfileInfo(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
+func (s *Server) setDefaultTenantProfile(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "tenantProfileId"); ok {
+		v, err := s.eng.SetDefaultTenantProfile(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
 }
