@@ -226,18 +226,18 @@ func edgeBucketSQL(edges []int64) (string, error) {
 	return sql, nil
 }
 
-// arraySQL is an array literal of type Array(typ).
+// arraySQL is an array literal of type Array(typ). Every element is cast:
+// ClickHouse types a bare literal by its value (a millisecond timestamp past
+// 2^32 is UInt64), and 18.16 finds no common type for Int64 and UInt64.
 func arraySQL(typ string, vals []int64) string {
-	b := append(make([]byte, 0, 8*len(vals)+16), '[')
+	b := append(make([]byte, 0, (len(typ)+24)*len(vals)+2), '[')
 	for i, v := range vals {
-		if i == 0 {
-			b = append(b, "to"+typ+"("...)
-			b = strconv.AppendInt(b, v, 10)
-			b = append(b, ')')
-			continue
+		if i > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, ',')
+		b = append(b, "to"+typ+"("...)
 		b = strconv.AppendInt(b, v, 10)
+		b = append(b, ')')
 	}
 	return string(append(b, ']'))
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -191,5 +192,26 @@ func testAggregate(t *testing.T, open func(t *testing.T) storage.Backend) {
 		got, err = b.Read(t.Context(), q)
 		must(t, err)
 		checkEntries(t, "count", got, want)
+	})
+
+	t.Run("EpochEdges", func(t *testing.T) {
+		// Months of 2024 in milliseconds since the epoch, past 2^32, with a
+		// clipped first and last bucket, as an intervalType=MONTH read makes
+		// them (ClickHouse typed such literals UInt64 and failed on 18.16).
+		start := time.Date(2024, 1, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
+		edges := []int64{start}
+		for m := time.February; m <= time.December; m++ {
+			edges = append(edges, time.Date(2024, m, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+		}
+		edges = append(edges, time.Date(2024, 12, 20, 0, 0, 0, 0, time.UTC).UnixMilli())
+		var pts, want []kv.Entry
+		for i := range len(edges) - 1 {
+			pts = append(pts, long(edges[i], "epochMonths", int64(i+1)), long(edges[i+1]-1, "epochMonths", int64(i+1)))
+			want = append(want, long(storage.EdgeMid(edges, i), "epochMonths", 2*int64(i+1)))
+		}
+		write(t, b, id, pts...)
+		got, err := b.Read(t.Context(), storage.ReadQuery{EntityID: id, Key: "epochMonths", StartTs: edges[0], EndTs: edges[len(edges)-1], Agg: storage.AggSum, Edges: edges, Asc: true})
+		must(t, err)
+		checkEntries(t, "sum", got, want)
 	})
 }
