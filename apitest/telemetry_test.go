@@ -116,6 +116,24 @@ func TestTelemetryCalendar(t *testing.T) {
 	// More than 700 weeks is refused, as ThingsBoard counts them.
 	errorBody(t, n.do("GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=v&agg=SUM&startTs=0&endTs=%d&intervalType=WEEK", id, 701*week), "", auth), 400)
 	n.must(200, "GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=v&agg=SUM&startTs=0&endTs=%d&intervalType=WEEK", id, 700*week), "", auth)
+
+	// An empty range, or an end before the start by less than a step, is one
+	// bucket of 1 ms at the start, as ThingsBoard's aggregation reads it.
+	for _, q := range []string{
+		fmt.Sprintf("startTs=%d&endTs=%d&interval=1000", feb1, feb1),
+		fmt.Sprintf("startTs=%d&endTs=%d&interval=1000", feb1, feb1-999),
+		fmt.Sprintf("startTs=%d&endTs=%d&intervalType=MONTH", feb1, feb1),
+	} {
+		path := "/api/plugins/telemetry/DEVICE/" + id + "/values/timeseries?keys=v&agg=COUNT&useStrictDataTypes=true&" + q
+		if r := n.must(200, "GET", path, "", auth); string(r.Body) != series(point(feb1, 1)) {
+			t.Fatalf("GET %s: %s", path, r.Body)
+		}
+	}
+	// A step or more before it: ThingsBoard's negative number of intervals.
+	b := errorBody(t, n.do("GET", fmt.Sprintf("/api/plugins/telemetry/DEVICE/%s/values/timeseries?keys=v&agg=SUM&startTs=%d&endTs=%d&interval=1000", id, feb1, feb1-2000), "", auth), 400)
+	if !strings.Contains(b, "Number of intervals is to high - -2") {
+		t.Fatalf("end two steps before the start: %s", b)
+	}
 }
 
 func TestTelemetryRESTWritesAndDeletes(t *testing.T) {
@@ -181,6 +199,12 @@ func TestTelemetryRESTWritesAndDeletes(t *testing.T) {
 	f("POST", base+"/timeseries/ANY", `{"a":`, 400)
 	f("DELETE", base+"/SERVER_SCOPE", ``, 400)
 	f("DELETE", base+"/timeseries/delete?keys=a", ``, 400)
+	f("DELETE", base+"/timeseries/delete?keys=a&startTs=&endTs=", ``, 400) // empty is null to Spring
+	if b := errorBody(t, n.do("DELETE", base+"/timeseries/delete", "", auth), 400); !strings.Contains(b, "Empty keys") {
+		t.Fatalf("no keys: %s", b) // keys are checked before the range, as ThingsBoard
+	}
+	f("GET", base+"/values/timeseries?keys=a&startTs=&endTs=", ``, 400)
+	f("GET", base+"/values/timeseries?keys=a&startTs=0&endTs=1&limit=2147483648", ``, 400)
 	f("GET", "/api/plugins/telemetry/DEVICE/not-a-uuid/values/timeseries", ``, 400)
 	f("GET", "/api/plugins/telemetry/DEVICE/3f1ec9c0-0000-4000-8000-000000000000/values/timeseries", ``, 404)
 	f("GET", "/api/plugins/telemetry/ASSET/"+id+"/values/timeseries", ``, 400)

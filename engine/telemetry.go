@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,13 +63,11 @@ func (e *Engine) LatestTelemetry(ctx context.Context, entityID uuid.UUID, keys [
 func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series, error) {
 	var edges []int64
 	if q.Agg != storage.AggNone && q.IntervalType != IntervalMilliseconds {
-		if q.EndTs < q.StartTs {
-			return nil, Errorf(CodeBadRequestParams, "endTs must not be before startTs with an aggregation")
+		end, err := e.aggEnd(q.StartTs, q.EndTs, q.IntervalType.nominal())
+		if err != nil {
+			return nil, err
 		}
-		if n := uint64(q.EndTs-q.StartTs) / uint64(q.IntervalType.nominal()); n > uint64(e.cfg.MaxAggIntervals) {
-			return nil, Errorf(CodeBadRequestParams,
-				"Incorrect TsKvQuery. Number of intervals is to high - %d. Please increase 'interval' parameter for your query or reduce the time range of the query.", n)
-		}
+		q.EndTs = end
 		zone := q.Zone
 		if zone == nil {
 			zone = time.UTC
@@ -79,17 +79,14 @@ func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series
 		q.Interval = 0
 	} else if q.Agg != storage.AggNone {
 		if q.Interval < 1 {
-			return nil, Errorf(CodeBadRequestParams, "Invalid TsKvQuery: 'interval' must be greater than 0, but got %d", q.Interval)
-		}
-		if q.EndTs < q.StartTs {
-			return nil, Errorf(CodeBadRequestParams, "endTs must not be before startTs with an aggregation")
+			return nil, Errorf(CodeBadRequestParams, "Invalid TsKvQuery: 'interval' must be greater than 0, but got %d. Please check your query parameters and ensure 'endTs' is greater than 'startTs' or increase 'interval'.", q.Interval)
 		}
 		// As ThingsBoard counts them: an interval under a second as a second.
-		// Unsigned: EndTs-StartTs may not fit an int64 (EndTs >= StartTs is checked).
-		if n := uint64(q.EndTs-q.StartTs) / uint64(max(q.Interval, 1000)); n > uint64(e.cfg.MaxAggIntervals) {
-			return nil, Errorf(CodeBadRequestParams,
-				"Incorrect TsKvQuery. Number of intervals is to high - %d. Please increase 'interval' parameter for your query or reduce the time range of the query.", n)
+		end, err := e.aggEnd(q.StartTs, q.EndTs, max(q.Interval, 1000))
+		if err != nil {
+			return nil, err
 		}
+		q.EndTs = end
 	}
 	out := make([]Series, 0, len(q.Keys))
 	for _, k := range q.Keys {
@@ -103,6 +100,27 @@ func (e *Engine) TelemetryHistory(ctx context.Context, q HistoryQuery) ([]Series
 		out = append(out, Series{Key: k, Points: pts})
 	}
 	return out, nil
+}
+
+// aggEnd checks the range of an aggregated read as ThingsBoard's
+// BaseTimeseriesService.validate does, (end-start)/step intervals between 0
+// and MaxAggIntervals, so an end before the start by less than a step passes;
+// and returns the end its AbstractChunkedAggregationTimeseriesDao reads to,
+// at least start+1: an empty range is one bucket of 1 ms at start.
+func (e *Engine) aggEnd(start, end, step int64) (int64, error) {
+	const tooMany = "Incorrect TsKvQuery. Number of intervals is to high - %s. Please increase 'interval' parameter for your query or reduce the time range of the query."
+	if end < start {
+		// Unsigned: the distance may not fit an int64.
+		if n := uint64(start-end) / uint64(step); n > 0 {
+			return 0, Errorf(CodeBadRequestParams, tooMany, "-"+strconv.FormatUint(n, 10))
+		}
+	} else if n := uint64(end-start) / uint64(step); n > uint64(e.cfg.MaxAggIntervals) {
+		return 0, Errorf(CodeBadRequestParams, tooMany, strconv.FormatUint(n, 10))
+	}
+	if end <= start && start < math.MaxInt64 {
+		end = start + 1
+	}
+	return end, nil
 }
 
 // TelemetryKeys lists the time-series keys of the entity.

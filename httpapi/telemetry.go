@@ -152,14 +152,23 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 		return
 	}
 	q := engine.HistoryQuery{EntityID: id, Keys: keys}
+	if !args.Has("startTs") || !args.Has("endTs") {
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Required request parameters 'startTs' and 'endTs' are not present")
+		return
+	}
+	for _, name := range []string{"startTs", "endTs"} {
+		// Spring converts an empty value to null, which a required
+		// parameter refuses.
+		if len(args.Peek(name)) == 0 {
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+				"Required request parameter '"+name+"' for method parameter type Long is present but converted to null")
+			return
+		}
+	}
 	if q.StartTs, ok = int64Param(ctx, "startTs", 0); !ok {
 		return
 	}
 	if q.EndTs, ok = int64Param(ctx, "endTs", 0); !ok {
-		return
-	}
-	if !args.Has("startTs") || !args.Has("endTs") {
-		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Required request parameters 'startTs' and 'endTs' are not present")
 		return
 	}
 	if q.Interval, ok = int64Param(ctx, "interval", 0); !ok {
@@ -169,7 +178,12 @@ func (s *Server) getTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if !ok {
 		return
 	}
-	q.Limit = int(min(limit, math.MaxInt32))
+	if limit != int64(int32(limit)) { // ThingsBoard's limit is an Integer
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Failed to convert value of type 'java.lang.String' to required type 'java.lang.Integer'; parameter 'limit': "+string(args.Peek("limit")))
+		return
+	}
+	q.Limit = int(limit)
 	agg, okAgg := engine.ParseAgg(string(args.Peek("agg")))
 	if !okAgg {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Invalid aggregation: "+string(args.Peek("agg")))
@@ -492,6 +506,10 @@ func (s *Server) deleteTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal)
 		return
 	}
 	q := storage.DeleteQuery{EntityID: id, Keys: keysParam(ctx.QueryArgs())}
+	if len(q.Keys) == 0 {
+		s.fail(ctx, engine.Errorf(engine.CodeBadRequestParams, "Empty keys: []")) // checked first, as ThingsBoard
+		return
+	}
 	all := false
 	for _, b := range []struct {
 		name string
@@ -505,7 +523,8 @@ func (s *Server) deleteTimeseries(ctx *fasthttp.RequestCtx, p *engine.Principal)
 	if all {
 		q.StartTs, q.EndTs = math.MinInt64, math.MaxInt64
 	} else {
-		if !ctx.QueryArgs().Has("startTs") || !ctx.QueryArgs().Has("endTs") {
+		// An empty value is null to Spring, as absent.
+		if len(ctx.QueryArgs().Peek("startTs")) == 0 || len(ctx.QueryArgs().Peek("endTs")) == 0 {
 			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
 				"When deleteAllDataForKeys is false, start and end timestamp values shouldn't be empty")
 			return
