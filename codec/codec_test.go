@@ -138,6 +138,8 @@ func TestAttributesShape(t *testing.T) {
 	f(`"a"`, "attributes must be a JSON object, got string")
 	f(`null`, "attributes must be a JSON object, got null")
 	f(`x`, "invalid JSON at offset 0: unexpected character 'x'")
+	f(`nope{`, "invalid JSON at offset 0: unexpected character 'n'") // not "got null"
+	f(`tru`, "invalid JSON at offset 0: unexpected character 't'")
 }
 
 func TestStrictNull(t *testing.T) {

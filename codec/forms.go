@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"slices"
 	"strconv"
 
@@ -17,10 +18,26 @@ func (p *parser) start(what string) error {
 		return p.errorf("empty body")
 	case c == '{' || c == '[':
 		return nil
-	case isValueStart(c):
+	case isValueStart(c) && p.literalAhead(c):
 		return p.errorf("%s, got %s", what, kindOf(c))
 	}
 	return p.syntax(p.pos, "")
+}
+
+// literalAhead is whether the value starting with c at p.pos is true, false
+// or null when c says it should be one, so that "nope{" is a syntax error
+// rather than "got null".
+func (p *parser) literalAhead(c byte) bool {
+	var lit string
+	switch c {
+	case 't':
+		lit = "true"
+	case 'f':
+		lit = "false"
+	case 'n':
+		lit = "null"
+	}
+	return bytes.HasPrefix(p.b[p.pos:], []byte(lit))
 }
 
 func (p *parser) attributes() error {
