@@ -594,6 +594,9 @@ func TestRESTBodyLimits(t *testing.T) {
 	wide.WriteString(`}}`)
 	n.expectPost("/api/device", auth, []byte(wide.String()), 400, "object has more than 1000 keys")
 	n.expectPost("/api/device", auth, []byte(`{"name":"narrow","type":"default","additionalInfo":{"a":[1,{"b":2}]}}`), 200, "")
+	// A UTF-8 byte order mark is skipped, as Jackson does; one in the middle is no JSON.
+	n.expectPost("/api/device", auth, []byte("\xef\xbb\xbf"+`{"name":"marked","type":"default"}`), 200, "")
+	n.expectPost("/api/device", auth, []byte(`{"name":"x"}`+"\xef\xbb\xbf"), 400, "")
 	n.expectPost("/api/v1/"+n.Demo.DemoDeviceToken+"/rpc", "", []byte(`{"method":"m","params":`+deep+`}`), 400, "nesting depth exceeds 32")
 }
 

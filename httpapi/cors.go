@@ -24,8 +24,8 @@ const corsMaxAge = "1800"
 // cors answers preflights and marks cross-origin answers on /api/.
 func (s *Server) cors(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		origin := ctx.Request.Header.Peek("Origin")
-		if len(origin) == 0 || len(s.cfg.CORSOrigins) == 0 || !bytes.HasPrefix(ctx.Path(), []byte("/api/")) || sameOrigin(ctx, origin) {
+		origin := s.crossOrigin(ctx)
+		if origin == nil {
 			next(ctx)
 			return
 		}
@@ -48,6 +48,16 @@ func (s *Server) cors(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 		next(ctx)
 		corsHeaders(ctx, origin) // after the handler: an error answer resets the headers
 	}
+}
+
+// crossOrigin returns the Origin of a cross-origin request to /api/ while
+// CORS is on, else nil.
+func (s *Server) crossOrigin(ctx *fasthttp.RequestCtx) []byte {
+	origin := ctx.Request.Header.Peek("Origin")
+	if len(origin) == 0 || len(s.cfg.CORSOrigins) == 0 || !bytes.HasPrefix(ctx.Path(), []byte("/api/")) || sameOrigin(ctx, origin) {
+		return nil
+	}
+	return origin
 }
 
 // corsHeaders allows origin to read the answer.

@@ -60,3 +60,28 @@ func TestCORS(t *testing.T) {
 		t.Fatal("CORS applied outside /api/")
 	}
 }
+
+// TestCORSOnErrorHandler: a body over the limit, refused before routing, is
+// marked for an allowed origin so that its page sees the 413.
+func TestCORSOnErrorHandler(t *testing.T) {
+	for _, c := range []struct {
+		origins []string
+		origin  string
+		want    string
+	}{
+		{[]string{"*"}, "http://app.example", "http://app.example"},
+		{[]string{"http://other.example"}, "http://app.example", ""},
+		{nil, "http://app.example", ""},
+	} {
+		s := New(Config{CORSOrigins: c.origins, MaxBodySize: 10}, nil, nil, nil, nil)
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI("/api/v1/token/telemetry")
+		ctx.Request.Header.SetHost("sluice:8080")
+		ctx.Request.Header.Set("Origin", c.origin)
+		s.ErrorHandler(&ctx, fasthttp.ErrBodyTooLarge)
+		if ctx.Response.StatusCode() != 413 || string(ctx.Response.Header.Peek("Access-Control-Allow-Origin")) != c.want {
+			t.Fatalf("%v: %d, allowed %q", c.origins, ctx.Response.StatusCode(), ctx.Response.Header.Peek("Access-Control-Allow-Origin"))
+		}
+	}
+}

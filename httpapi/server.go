@@ -185,6 +185,11 @@ func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, "Malformed HTTP request")
 	}
+	// A page on another origin sees the error (a body over the limit: its
+	// headers were read) rather than a network failure.
+	if origin := s.crossOrigin(ctx); origin != nil && s.corsAllowed(origin) {
+		corsHeaders(ctx, origin)
+	}
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
@@ -220,6 +225,8 @@ var strictJSON = sonic.Config{ValidateString: true}.Froze()
 // than lim allows (free-form fields such as RPC params would otherwise reach
 // the store unchecked); that refusal is a *codec.Error.
 func decodeJSON(body []byte, v any, lim codec.Limits) error {
+	// Jackson skips a UTF-8 byte order mark, which some Windows tools write.
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	if err := codec.CheckJSON(body, lim); err != nil {
 		return err
 	}
