@@ -38,7 +38,9 @@ type Node struct {
 	srv     *fasthttp.Server
 	ln      net.Listener
 	ready   atomic.Bool
-	served  chan error
+	// stopping tells /healthz a node on its way down from one coming up.
+	stopping atomic.Bool
+	served   chan error
 
 	// Bootstrap says what the first start created (demo token, generated password).
 	Bootstrap engine.BootstrapResult
@@ -225,6 +227,7 @@ func (n *Node) Done() <-chan error { return n.served }
 // requests finish (within ctx), commits every queued telemetry batch, and closes
 // the store.
 func (n *Node) Shutdown(ctx context.Context) error {
+	n.stopping.Store(true)
 	n.ready.Store(false)
 	n.api.Close()
 	err := n.srv.ShutdownWithContext(ctx)
@@ -240,6 +243,9 @@ func (n *Node) closeStore() error { return n.backend.close() }
 // stopping, or its spool failed a sync and refuses every write until a restart.
 func (n *Node) health() error {
 	if !n.ready.Load() {
+		if n.stopping.Load() {
+			return errStopping
+		}
 		return errNotReady
 	}
 	if sp := n.backend.spool; sp != nil {
@@ -248,7 +254,10 @@ func (n *Node) health() error {
 	return nil
 }
 
-var errNotReady = errors.New("Node is starting")
+var (
+	errNotReady = errors.New("Node is starting")
+	errStopping = errors.New("Node is stopping")
+)
 
 // hasContentLength tells whether raw request headers hold Content-Length.
 func hasContentLength(raw []byte) bool {

@@ -180,3 +180,19 @@ func TestFailedFirstStartKeepsPassword(t *testing.T) {
 		t.Fatal("the first password was not given by the first start that succeeded")
 	}
 }
+
+// TestHealthWhileStopping: a node on its way down says so, not "starting".
+func TestHealthWhileStopping(t *testing.T) {
+	n, _ := startLogged(t)
+	if err := n.health(); err != nil {
+		t.Fatalf("running: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.health(); err != errStopping {
+		t.Fatalf("stopped: %v", err)
+	}
+}
