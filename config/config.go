@@ -182,6 +182,10 @@ type SSL struct {
 type Data struct {
 	Dir  string `yaml:"dir" env:"SLUICE_DATA_DIR"`
 	Demo bool   `yaml:"demo" env:"SLUICE_DEMO"`
+	// MinFreeMB is the free disk space (MiB) below which the embedded back end
+	// refuses writes (503) rather than let Pebble fill the disk; 0 turns the
+	// guard off.
+	MinFreeMB int `yaml:"min_free_mb" env:"SLUICE_DATA_MIN_FREE_MB"`
 }
 
 // Auth configures JWTs and the first system administrator.
@@ -235,7 +239,7 @@ func Default() Config {
 		HTTP: HTTP{BindAddress: "0.0.0.0", BindPort: 8080, LongPollMaxTimeout: 300000, ReadTimeout: 30000, IdleTimeout: 120000,
 			HeaderTimeout: 10000, WriteTimeout: 30000, LongPollMaxPerNode: 20000, LongPollMaxPerDevice: 8,
 			CORSAllowedOrigins: "*", MaxHeaderSize: 8192},
-		Data: Data{Dir: "./data"},
+		Data: Data{Dir: "./data", MinFreeMB: 256},
 		Auth: Auth{
 			TokenExpiration: 9000, RefreshExpiration: 604800, Issuer: "thingsboard.io",
 			LoginMaxFailures: 5, LoginMaxAddressFailures: 50, LoginLockout: 300, ActivationTTL: 86400,
@@ -340,6 +344,9 @@ func (c Config) Validate() error {
 	}
 	if c.Data.Dir == "" {
 		bad("SLUICE_DATA_DIR", "must not be empty")
+	}
+	if c.Data.MinFreeMB < 0 || c.Data.MinFreeMB > 1<<30 {
+		bad("SLUICE_DATA_MIN_FREE_MB", "must be between 0 (no guard) and %d", 1<<30)
 	}
 	if c.Auth.SigningKey != "" && len(c.Auth.SigningKey) < 32 {
 		bad("JWT_TOKEN_SIGNING_KEY", "must be at least 32 characters (HS512)")

@@ -51,7 +51,7 @@ func (b *backend) close() error {
 // tally counts the rows the spool delivers.
 func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally ingest.Tally) (*backend, error) {
 	if !cfg.Production() {
-		db, err := embedded.Open(filepath.Join(cfg.Data.Dir, "embedded"), embedded.Options{Logger: log})
+		db, err := embedded.Open(filepath.Join(cfg.Data.Dir, "embedded"), embedded.Options{Logger: log, MinFreeBytes: minFreeBytes(cfg.Data.MinFreeMB)})
 		if err != nil {
 			return nil, fmt.Errorf("cannot open the embedded store in %s: %w", cfg.Data.Dir, err)
 		}
@@ -179,4 +179,12 @@ func sharedSigningKey(ctx context.Context, cfg config.Config, rs *redis.Store) (
 		return nil, fmt.Errorf("cannot share the generated JWT signing key through Redis: %w", err)
 	}
 	return key, nil
+}
+
+// minFreeBytes is SLUICE_DATA_MIN_FREE_MB for embedded.Options: 0 is no guard.
+func minFreeBytes(mb int) int64 {
+	if mb == 0 {
+		return -1
+	}
+	return int64(mb) << 20
 }

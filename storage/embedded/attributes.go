@@ -17,7 +17,7 @@ func (d *DB) SaveAttributes(ctx context.Context, entityID uuid.UUID, scope stora
 	if len(attrs) == 0 {
 		return ctx.Err()
 	}
-	if err := d.enter(ctx); err != nil {
+	if err := d.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer d.leave()
@@ -45,7 +45,7 @@ func (d *DB) SaveAttributesOf(ctx context.Context, scope storage.Scope, writes [
 	if len(writes) == 0 {
 		return ctx.Err()
 	}
-	if err := d.enter(ctx); err != nil {
+	if err := d.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer d.leave()

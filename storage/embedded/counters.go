@@ -32,7 +32,7 @@ func (d *DB) AddCounters(ctx context.Context, deltas []storage.CounterDelta) err
 	if len(deltas) == 0 {
 		return ctx.Err()
 	}
-	if err := d.enter(ctx); err != nil {
+	if err := d.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer d.leave()

@@ -27,6 +27,9 @@ type Options struct {
 	// Logger receives Pebble's errors; its informational chatter goes to Debug.
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// MinFreeBytes is the free disk space below which writes are refused
+	// (space.go); 0 means DefaultMinFreeBytes, negative no guard.
+	MinFreeBytes int64
 }
 
 // DB is the embedded back end. It implements storage.Backend and is safe for
@@ -45,6 +48,8 @@ type DB struct {
 	// entities serialises Put and Delete so the unique check and the index update
 	// are one atomic step. Entity writes are rare; one lock is enough.
 	entities sync.Mutex
+
+	space space
 }
 
 var _ storage.Backend = (*DB)(nil)
@@ -90,7 +95,10 @@ func Open(dir string, opts Options) (*DB, error) {
 		lock.Close()
 		return nil, fmt.Errorf("cannot move the history in %s to the chunked layout: %w", dir, err)
 	}
-	return &DB{pdb: pdb, lock: lock}, nil
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = DefaultMinFreeBytes
+	}
+	return &DB{pdb: pdb, lock: lock, space: space{dir: dir, minFree: opts.MinFreeBytes}}, nil
 }
 
 // tuneForTelemetry sizes Pebble for the write pattern of telemetry: a steady
@@ -150,6 +158,15 @@ func (d *DB) enter(ctx context.Context) error {
 }
 
 func (d *DB) leave() { d.mu.RUnlock() }
+
+// enterWrite is enter for an operation that adds data: it is refused while the
+// disk is nearly full (space.go).
+func (d *DB) enterWrite(ctx context.Context) error {
+	if err := d.space.check(); err != nil {
+		return err
+	}
+	return d.enter(ctx)
+}
 
 const stripeCount = 256
 

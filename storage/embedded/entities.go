@@ -25,7 +25,7 @@ func (d *DB) Replace(ctx context.Context, r storage.Record, prev []byte) error {
 
 // put is Put, or Replace over *prev.
 func (d *DB) put(ctx context.Context, r storage.Record, prev *[]byte) error {
-	if err := d.enter(ctx); err != nil {
+	if err := d.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer d.leave()

@@ -129,7 +129,7 @@ func (d *DB) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return ctx.Err()
 	}
-	if err := d.enter(ctx); err != nil {
+	if err := d.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer d.leave()
