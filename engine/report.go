@@ -515,7 +515,7 @@ func groupDevices(devices []*Device, dims []map[dimRef]kv.Value, fields []ViewFi
 		cells := make([]any, len(fields))
 		var key strings.Builder
 		for j, f := range fields {
-			if f.Source == SourceTelemetry || f.Source == SourceDate {
+			if !isDimension(f) {
 				continue
 			}
 			v, ok := dims[i][dimRef{f.Source, f.Key, f.Scope}]
@@ -544,8 +544,18 @@ func groupDevices(devices []*Device, dims []map[dimRef]kv.Value, fields []ViewFi
 		q.Devices = append(q.Devices, m.id)
 		q.Groups = append(q.Groups, g)
 	}
+	// Without a dimension field there is one group, the whole set, also when no
+	// device is in it: clients read dataTable[0][label] as a card's value, so
+	// the row is there (COUNT 0, SUM null, …) as when devices have no data.
+	if len(groups) == 0 && !slices.ContainsFunc(fields, isDimension) {
+		groups = []group{{cells: make([]any, len(fields))}}
+	}
 	return groups, q
 }
+
+// isDimension: the field is a device dimension (rows group by it), not
+// aggregated telemetry or the date.
+func isDimension(f ViewField) bool { return f.Source != SourceTelemetry && f.Source != SourceDate }
 
 // valueCell turns a stored value into a report cell with its JSON type.
 func valueCell(v kv.Value) any {
@@ -682,13 +692,36 @@ func aggCell(agg string, r *storage.ReportRow) any {
 	}
 	switch agg {
 	case "AVG":
-		return finite(r.Sum / float64(r.NumCount))
+		return finite(roundSum(roundSum(r.Sum) / float64(r.NumCount)))
 	case "SUM":
-		return finite(r.Sum)
+		return finite(roundSum(r.Sum))
 	case "MIN":
 		return finite(r.Min)
 	case "MAX":
 		return finite(r.Max)
 	}
-	return finite(r.Delta) // DELTA
+	return finite(roundSum(r.Delta)) // DELTA
+}
+
+// roundSum rounds a sum of doubles (SUM, AVG, DELTA) to 15 significant digits,
+// so that both back ends give one number (analytics.md: identical tables).
+// Float addition depends on the order of the terms, and each back end adds in
+// its own (ClickHouse's even varies with its parts and threads): the same
+// points may sum to 21.9 on one and 21.900000000000002 on the other. Both sum
+// with compensation, which keeps them within a unit or two in the last place
+// (the 16th-17th digit) of the exact sum, whatever the order and however many
+// points; 15 digits drop that, and the cell is the shortest text of the value.
+// They can still round apart when the exact sum lies within that error of
+// halfway between two 15-digit numbers: sums of decimal readings lie far from
+// it, but on ClickHouse points of both signs that cancel (a sum near 0 of
+// large values) err by up to a unit of their magnitudes, not of the sum.
+// MIN, MAX and LATEST are stored values, the same everywhere: not rounded.
+// Whole numbers below 2^53 are kept: they add exactly in any order, and 15
+// digits would cut such sums past 10^15.
+func roundSum(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) || (f == math.Trunc(f) && math.Abs(f) < 1<<53) {
+		return f
+	}
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 15, 64), 64)
+	return r
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strconv"
@@ -255,6 +256,98 @@ func TestReportRangeBounds(t *testing.T) {
 		}
 		if err != nil || len(keys) != c.want {
 			t.Errorf("%+v over [%d, %d): %d buckets (%v), want %d", c.field, c.from, c.to, len(keys), err, c.want)
+		}
+	}
+}
+
+// TestRoundSum: sums of doubles are rounded to 15 significant digits, so that
+// sums a few units in the last place apart (another order of addition, on
+// another back end) are one cell; whole numbers below 2^53 stay exact.
+func TestRoundSum(t *testing.T) {
+	for _, c := range []struct{ in, want float64 }{
+		{21.900000000000002, 21.9}, {21.9, 21.9}, {0.1 + 0.2, 0.3}, {-0.30000000000000004, -0.3},
+		{3.422654173312068, 3.42265417331207}, {1e-300 / 3, 3.33333333333333e-301},
+		{1234567890123456, 1234567890123456}, {-(1<<53 - 1), -(1<<53 - 1)}, {0, 0},
+		{math.Inf(1), math.Inf(1)},
+	} {
+		if got := roundSum(c.in); got != c.want {
+			t.Errorf("roundSum(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	if !math.IsNaN(roundSum(math.NaN())) {
+		t.Error("NaN not kept")
+	}
+	// Sums two units in the last place either side of 21.9 are one cell, for
+	// SUM, AVG and DELTA.
+	low := math.Nextafter(math.Nextafter(21.9, 0), 0)
+	high := math.Nextafter(math.Nextafter(21.9, 100), 100)
+	for _, agg := range []string{"SUM", "AVG", "DELTA"} {
+		cell := func(sum float64) any {
+			return aggCell(agg, &storage.ReportRow{Count: 3, NumCount: 3, Sum: sum, Delta: sum})
+		}
+		if a, b, c := cell(low), cell(21.9), cell(high); a != b || b != c {
+			t.Errorf("%s: %v, %v, %v", agg, a, b, c)
+		}
+	}
+	if got := aggCell("AVG", &storage.ReportRow{Count: 3, NumCount: 3, Sum: 0.3}); got != 0.1 {
+		t.Errorf("AVG of 0.3 over 3: %v", got)
+	}
+}
+
+// TestReportOneGroup: a view without dimension fields has one group, the whole
+// set, so its report has its row (a card's dataTable[0]) whether devices match
+// with no data, no device matches, or there are none; with dimensions no device
+// means no row.
+func TestReportOneGroup(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	for _, name := range []string{"meter", "unused"} {
+		if _, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "m1", Type: "meter"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	day := ViewRange{Type: "ABSOLUTE", StartTs: ms(t, "2024-01-01T00:00:00Z"), EndTs: ms(t, "2024-01-03T00:00:00Z")}
+	aggs := []ViewField{{Label: "c", Source: SourceTelemetry, Key: "e", Aggregation: "COUNT"},
+		{Label: "s", Source: SourceTelemetry, Key: "e", Aggregation: "SUM"}}
+	byName := ViewFilter{Name: "name", Field: FilterField{Source: SourceEntityName}}
+	report := func(profile string, fields []ViewField, filters map[string][]string) string {
+		t.Helper()
+		v, err := te.SaveView(ctx, admin, &View{Name: "v", Source: ViewSource{DeviceProfile: profile}, Fields: fields,
+			Filters: []ViewFilter{byName}, Range: day})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := te.BuildReport(ctx, admin, ReportRequest{ViewConfigID: v.ID.ID.String(), Filters: filters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rep.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	const card = `{"columnLabels":["c","s"],"dataTable":[{"c":0,"s":null}]}`
+	for _, c := range []struct {
+		what, profile string
+		fields        []ViewField
+		filters       map[string][]string
+		want          string
+	}{
+		{"a device without data", "meter", aggs, nil, card},
+		{"no device passes the filters", "meter", aggs, map[string][]string{"name": {"none"}}, card},
+		{"a profile without devices", "unused", aggs, nil, card},
+		{"by day, no device", "unused", append([]ViewField{{Label: "d", Source: SourceDate, Grouping: "FULL_DATE"}}, aggs...), nil,
+			`{"columnLabels":["d","c","s"],"dataTable":[{"d":"2024-01-01","c":0,"s":null},{"d":"2024-01-02","c":0,"s":null}]}`},
+		{"with a dimension, no device", "unused", append([]ViewField{{Label: "n", Source: SourceEntityName}}, aggs...), nil,
+			`{"columnLabels":["n","c","s"],"dataTable":[]}`},
+	} {
+		if got := report(c.profile, c.fields, c.filters); got != c.want {
+			t.Errorf("%s: %s, want %s", c.what, got, c.want)
 		}
 	}
 }

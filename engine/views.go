@@ -131,18 +131,12 @@ func (e *Engine) SaveView(ctx context.Context, p *Principal, in *View) (*View, e
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return nil, err
 	}
-	v := *in
 	if in.ID.ID != uuid.Nil {
-		old, err := e.GetView(ctx, p, in.ID.ID)
-		if err != nil {
-			return nil, err
-		}
-		v.CreatedTime, v.Version = old.CreatedTime, old.Version+1
-	} else {
-		v.ID = newEntityID(EntityAnalyticsView, newID())
-		v.CreatedTime, v.Version = e.now().UnixMilli(), 1
+		return e.updateView(ctx, p, in)
 	}
-	v.ID.EntityType = EntityAnalyticsView
+	v := *in
+	v.ID = newEntityID(EntityAnalyticsView, newID())
+	v.CreatedTime, v.Version = e.now().UnixMilli(), 1
 	v.TenantID = newEntityID(EntityTenant, p.TenantID)
 	if err := e.validateView(ctx, &v); err != nil {
 		return nil, err
@@ -151,6 +145,46 @@ func (e *Engine) SaveView(ctx context.Context, p *Principal, in *View) (*View, e
 		return nil, err
 	}
 	return &v, nil
+}
+
+var errViewVersion = versionConflict("Analytics view")
+
+// updateView is SaveView of an existing view. It is written only over the
+// version it was checked against, as saveDevice: one overtaken by another write
+// (an update, a profile rename moving its source) is made again over it, so the
+// rename is not undone (the old profile name then fails validation), and one
+// whose view was deleted meanwhile is 404, not the view brought back.
+func (e *Engine) updateView(ctx context.Context, p *Principal, in *View) (*View, error) {
+	for range maxReplaceTries {
+		old, prev, err := loadRecord[View](ctx, e, kindView, in.ID.ID)
+		if err != nil {
+			return nil, notFound(err)
+		}
+		if old.TenantID.ID != p.TenantID {
+			return nil, ErrNotFound // as GetView: another tenant's view is not found
+		}
+		// A client's version (ThingsBoard's optimistic lock) must be the
+		// stored one; none (0) overwrites.
+		if err := staleVersion("Analytics view", in.Version, old.Version); err != nil {
+			return nil, err
+		}
+		v := *in
+		v.ID, v.TenantID, v.CreatedTime, v.Version = old.ID, old.TenantID, old.CreatedTime, old.Version+1
+		if err := e.validateView(ctx, &v); err != nil {
+			return nil, err
+		}
+		err = e.replaceRecord(ctx, kindView, v.ID.ID, p.TenantID, prev, &v)
+		switch {
+		case errors.Is(err, storage.ErrChanged) && in.Version != 0:
+			return nil, errViewVersion // the version the client named is gone
+		case errors.Is(err, storage.ErrChanged):
+			continue
+		case err != nil:
+			return nil, notFound(err)
+		}
+		return &v, nil
+	}
+	return nil, errChangedMeanwhile
 }
 
 // GetView returns a view of p's tenant; tenant admins and customer users (who run

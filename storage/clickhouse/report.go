@@ -320,9 +320,19 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, years str
 	// The groups are keyed by the key's place in the report's list (ki), not the
 	// key itself: hashing a number instead of a string is a quarter of the time
 	// of a report over 10 million points.
-	query := `SELECT grp, ki, bucket, sum(cnt), sum(ncnt), sum(s), minIf(mn, ncnt > 0), maxIf(mx, ncnt > 0), ` + p.outer + `
+	//
+	// Sums of doubles are compensated (sumKahan; its state, not its result, goes
+	// from device to group): plain sums depend on the order of the terms, which
+	// varies with the parts and threads, and would differ in the last digits from
+	// the embedded back end's (storage/embedded's fsum); the engine rounds what
+	// is left. sumKahan adds each point as classic Kahan, which is within a unit
+	// or two in the last place when the points have one sign; points of both
+	// signs that cancel leave an error relative to the sum of their magnitudes.
+	// A state per point (arrayReduce) would merge them exactly, at about half
+	// again the aggregation's time.
+	query := `SELECT grp, ki, bucket, sum(cnt), sum(ncnt), sumKahanMerge(s), minIf(mn, ncnt > 0), maxIf(mx, ncnt > 0), ` + p.outer + `
 		FROM (
-			SELECT entity_id, ki, bucket, count() AS cnt, countIf(isnum) AS ncnt, sumIf(num, isnum) AS s,
+			SELECT entity_id, ki, bucket, count() AS cnt, countIf(isnum) AS ncnt, sumKahanStateIf(num, isnum) AS s,
 				minIf(num, isnum) AS mn, maxIf(num, isnum) AS mx` + p.inner + `
 			FROM (
 				-- Computed past the UNION: 18.16 refuses a column constant in one branch only.
@@ -543,7 +553,11 @@ func partials(aggs storage.ReportAggs) (p struct{ inner, outer string }) {
 	}
 	if aggs&storage.ReportDelta != 0 {
 		p.inner += `, argMaxIf(num, ts, isnum) - argMinIf(num, ts, isnum) AS delta`
-		outer = append(outer, `sum(delta)`)
+		// Each device's delta as a sumKahan state: states merge with an exact
+		// two-sum, where sumKahan's own adding (classic Kahan) loses the
+		// compensation when a term outweighs the running sum, as deltas of
+		// opposite signs do. One state per device and bucket: cheap.
+		outer = append(outer, `sumKahanMerge(arrayReduce('sumKahanState', [delta]))`)
 	} else {
 		outer = append(outer, `toFloat64(0)`)
 	}

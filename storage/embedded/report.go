@@ -40,13 +40,39 @@ func uniqOf(v kv.Value) uniqKey {
 // partials of disjoint device sets merge into the aggregate of both.
 type partial struct {
 	count, numCount int64
-	sum, min, max   float64
+	min, max        float64
+	sum, delta      fsum
 	uniq            map[uniqKey]struct{}
 	latest          kv.Value
 	latestTs        int64
 	latestDev       uuid.UUID
-	delta           float64
 }
+
+// fsum is a compensated (Neumaier) sum: lo keeps what the additions to hi
+// rounded off. Plain float addition depends on the order of the terms, and
+// points and devices come in another order here than in ClickHouse, so plain
+// sums of doubles such as 0.1 or 23.4 end a few units in the last place apart
+// (more with more points); compensated, both (ClickHouse's sumKahan) stay
+// within about one unit of the exact sum, which the engine's rounding to 15
+// digits (roundSum) then makes one number.
+type fsum struct{ hi, lo float64 }
+
+func (s *fsum) add(x float64) {
+	t := s.hi + x
+	if math.Abs(s.hi) >= math.Abs(x) {
+		s.lo += (s.hi - t) + x
+	} else {
+		s.lo += (x - t) + s.hi
+	}
+	s.hi = t
+}
+
+func (s *fsum) merge(o fsum) {
+	s.add(o.hi)
+	s.lo += o.lo
+}
+
+func (s fsum) value() float64 { return s.hi + s.lo }
 
 func (p *partial) merge(o *partial) {
 	if o.count > 0 && (p.count == 0 || newer(o.latestTs, o.latestDev, p.latestTs, p.latestDev)) {
@@ -61,8 +87,8 @@ func (p *partial) merge(o *partial) {
 	}
 	p.count += o.count
 	p.numCount += o.numCount
-	p.sum += o.sum
-	p.delta += o.delta
+	p.sum.merge(o.sum)
+	p.delta.merge(o.delta)
 	if p.uniq == nil {
 		p.uniq = o.uniq
 	} else {
@@ -135,8 +161,8 @@ func (d *DB) Report(ctx context.Context, q storage.ReportQuery) ([]storage.Repor
 	for k, p := range all {
 		out = append(out, storage.ReportRow{
 			Group: k.group, Key: k.key, Bucket: k.bucket, Count: p.count, NumCount: p.numCount,
-			Sum: p.sum, Min: p.min, Max: p.max, Uniq: int64(len(p.uniq)),
-			Latest: p.latest, LatestTs: p.latestTs, Delta: p.delta,
+			Sum: p.sum.value(), Min: p.min, Max: p.max, Uniq: int64(len(p.uniq)),
+			Latest: p.latest, LatestTs: p.latestTs, Delta: p.delta.value(),
 		})
 	}
 	return out, nil
@@ -182,7 +208,7 @@ func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.U
 			}
 			cur.last = n
 			cur.numCount++
-			cur.sum += n
+			cur.sum.add(n)
 		}
 		return true
 	})
@@ -191,7 +217,7 @@ func (d *DB) reportSeries(ctx context.Context, q storage.ReportQuery, dev uuid.U
 	}
 	for b, db := range buckets {
 		if db.numCount > 0 {
-			db.delta = db.last - db.first
+			db.delta = fsum{hi: db.last - db.first}
 		}
 		k := reportKey{group, key, b}
 		if have, ok := acc[k]; ok {
