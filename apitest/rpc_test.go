@@ -127,12 +127,14 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 			t.Helper()
 			call := rest.async("POST", path+id, `{"method":"getState",`+long+`}`, auth)
 			rpc := gotRPC(t, dev.rpcPoll(token, 30000))
+			// A reply without a body is refused (ThingsBoard's required body) and
+			// leaves the RPC waiting for a real one.
+			errorBody(t, dev.do("POST", fmt.Sprintf("/api/v1/%s/rpc/%d", token, rpc.ID), ""), 400)
 			dev.must(200, "POST", fmt.Sprintf("/api/v1/%s/rpc/%d", token, rpc.ID), reply)
 			answered(t, call, status, body)
 		}
 		f("/api/rpc/twoway/", `{"state": "on", "n": [1, 2]}`, 200, `{"state":"on","n":[1,2]}`)
 		f("/api/rpc/twoway/", `42`, 200, `42`)
-		f("/api/rpc/twoway/", ``, 200, ``)
 		f("/api/rpc/twoway/", `not json`, 406, ``)
 		f("/api/plugins/rpc/twoway/", `{"v1":true}`, 200, `{"v1":true}`)
 	})
@@ -214,7 +216,7 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		if v := get(rest, first); v.Status != "DELIVERED" {
 			t.Fatalf("first after delivery: %s", v.Status)
 		}
-		if v := get(rest, second); v.Status != "SUCCESSFUL" {
+		if v := get(rest, second); v.Status != "DELIVERED" { // for good, as ThingsBoard
 			t.Fatalf("one-way after delivery: %s", v.Status)
 		}
 		dev.must(200, "POST", fmt.Sprintf("/api/v1/%s/rpc/%d", token, ids[0]), `{"result":"ok"}`)
@@ -222,17 +224,23 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 			t.Fatalf("first after reply: %s %s", v.Status, v.Response)
 		}
 
-		// Past expiry: EXPIRED when never delivered, TIMEOUT when not answered.
+		// A reply that is not JSON: SUCCESSFUL with {"error":"<reply>"}, as ThingsBoard.
+		if v := get(rest, third); v.Status != "DELIVERED" {
+			t.Fatalf("third after delivery: %s", v.Status)
+		}
+		dev.must(200, "POST", fmt.Sprintf("/api/v1/%s/rpc/%d", token, ids[2]), `not json`)
+		if v := get(rest, third); v.Status != "SUCCESSFUL" || compactJSON(t, v.Response) != `{"error":"not json"}` {
+			t.Fatalf("third after a reply that is not JSON: %s %s", v.Status, v.Response)
+		}
+
+		// Past expiry: EXPIRED, whether never delivered or delivered and not answered.
 		expired := send("/api/rpc/twoway/", `{"method":"old","expirationTime":1,"persistent":true}`)
 		if v := get(rest, expired); v.Status != "EXPIRED" || v.ExpirationTime != 1 {
 			t.Fatalf("expired: %+v", v)
 		}
-		if v := get(rest, third); v.Status != "DELIVERED" {
-			t.Fatalf("third after delivery: %s", v.Status)
-		}
 		unanswered := send("/api/rpc/twoway/", `{"method":"late",`+short+`,"persistent":true}`)
 		gotRPC(t, dev.rpcPoll(token, 30000))
-		eventually(t, 10*time.Second, "TIMEOUT", func() bool { return get(rest, unanswered).Status == "TIMEOUT" })
+		eventually(t, 10*time.Second, "EXPIRED", func() bool { return get(rest, unanswered).Status == "EXPIRED" })
 
 		// The device listing: all of them, one status, paging.
 		list := func(query string) (total int, methods []string) {
@@ -251,8 +259,17 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		if total, methods := list(""); total != 5 || strings.Join(methods, ",") != "first,second,third,old,late" {
 			t.Fatalf("all: %d %v", total, methods)
 		}
-		if total, methods := list("&rpcStatus=SUCCESSFUL"); total != 2 || strings.Join(methods, ",") != "first,second" {
+		if total, methods := list("&rpcStatus=SUCCESSFUL"); total != 2 || strings.Join(methods, ",") != "first,third" {
 			t.Fatalf("SUCCESSFUL: %d %v", total, methods)
+		}
+		if total, methods := list("&rpcStatus=EXPIRED"); total != 2 || strings.Join(methods, ",") != "old,late" {
+			t.Fatalf("EXPIRED: %d %v", total, methods)
+		}
+		if total, methods := list("&sortProperty=response&sortOrder=ASC"); total != 5 || strings.Join(methods, ",") != "third,first,second,old,late" {
+			t.Fatalf("by response: %d %v", total, methods) // {"error"…} < {"result"…}, then no response (NULL) in list order
+		}
+		if total, _ := list("&sortProperty=request&sortOrder=DESC"); total != 5 {
+			t.Fatalf("by request: %d", total)
 		}
 		if total, _ := list("&textSearch=LAT"); total != 1 {
 			t.Fatalf("textSearch: %d", total)
@@ -280,6 +297,9 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 		dev.must(200, "POST", "/api/v1/"+token+"/rpc/2147483647", `{"stale":true}`)
 		errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/2147483648", `{}`), 400) // past ThingsBoard's Integer
 		errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/0", `"`+strings.Repeat("x", 70000)+`"`), 413)
+		if msg := errorBody(t, dev.do("POST", "/api/v1/"+token+"/rpc/0", ""), 400); msg != "Required request body is missing" {
+			t.Fatalf("reply without a body: %q", msg)
+		}
 
 		// REST: bad bodies and ids 400, unknown device 404.
 		for _, body := range []string{`{"method":`, `[]`, `{"params":{}}`, `{"method":"m","timeout":"soon"}`, `{"method":{}}`,
@@ -299,6 +319,18 @@ func rpcSuite(t *testing.T, rest, dev *testNode) {
 			t.Fatalf("lenient RPC body: %s", r.Body)
 		}
 		rest.must(200, "DELETE", "/api/rpc/persistent/"+lenient.RpcID, "", auth)
+
+		// requestUUID names the RPC; it must be a UUID and not name another RPC.
+		chosen := "5f3c2a10-9b7e-4d21-8c64-0e1f2a3b4c5d"
+		if r := rest.must(200, "POST", "/api/rpc/oneway/"+id, `{"method":"m","persistent":true,"requestUUID":"`+chosen+`"}`, auth); compactJSON(t, r.Body) != `{"rpcId":"`+chosen+`"}` {
+			t.Fatalf("requestUUID: %s", r.Body)
+		}
+		for _, body := range []string{`{"method":"m","persistent":true,"requestUUID":"` + chosen + `"}`, `{"method":"m","requestUUID":"x"}`, `{"method":"m","requestUUID":7}`} {
+			if msg := errorBody(t, rest.do("POST", "/api/rpc/twoway/"+id, body, auth), 400); !strings.Contains(msg, "Invalid request body") {
+				t.Fatalf("body %s: %q", body, msg)
+			}
+		}
+		rest.must(200, "DELETE", "/api/rpc/persistent/"+chosen, "", auth)
 		errorBody(t, rest.do("POST", "/api/rpc/oneway/not-a-uuid", `{"method":"m"}`, auth), 400)
 		errorBody(t, rest.do("GET", "/api/rpc/persistent/not-a-uuid", "", auth), 400)
 		errorBody(t, rest.do("POST", "/api/rpc/oneway/"+id, `{"method":"m"}`), 401)

@@ -20,21 +20,28 @@ import (
 )
 
 // Server-side RPC (compat §1.5, §1.6, §2). Every RPC, lightweight or persistent,
-// is a record of kind "rpc" owned by its device, so a device polling any node
-// finds what a REST call on any other node queued. Nodes tell each other about
-// changes through the notifier, never by waiting on storage:
+// is a record of kind "rpc", so a device polling any node finds what a REST call
+// on any other node queued. A record is owned by its device while a poll may
+// still have to look at it: a queued persistent RPC, any lightweight one (its
+// call removes it). A persistent RPC that left the queue (delivered, answered,
+// expired) moves to the device's "done" owner (rpcDoneOwner), so a poll lists
+// what is pending, never the device's history (ThingsBoard's device actor
+// likewise holds only pending RPCs). Nodes tell each other about changes
+// through the notifier, never by waiting on storage:
 //
 //   - "rpcqueued:<device>": an RPC was queued; open polls of the device list again.
 //   - "rpcdone:<rpc id>": a lightweight RPC was delivered or answered; the REST call
 //     waiting for it reads its record.
 //
-// Timeouts are not written: a record past its expirationTime reads as EXPIRED
-// (never delivered) or TIMEOUT (delivered, no reply), so no timer on any node
-// races with a device's reply.
+// Timeouts are not written: a two-way record past its expirationTime reads as
+// EXPIRED, so no timer on any node races with a device's reply. (A poll that
+// meets a queued persistent RPC past expiry writes it EXPIRED, over the version
+// it read, only to move it out of the queue.)
 const (
 	kindRPC      = "rpc"
 	kindRPCClaim = "rpcClaim" // the unique "sent:<rpc id>": one poll delivers an RPC
 	kindRPCSeq   = "rpcSeq"   // per device: the next integer request id
+	kindRPCID    = "rpcId"    // the unique "rpc:<rpc id>": a caller's requestUUID names one RPC
 
 	rpcQueuedTopicPrefix = "rpcqueued:"
 	rpcDoneTopicPrefix   = "rpcdone:"
@@ -45,7 +52,8 @@ const EntityRPC = "RPC"
 
 // RPC statuses (ThingsBoard's RpcStatus). Sluice never stores SENT (an HTTP poll
 // is delivered when it is answered) and deletes a record instead of marking it
-// DELETED.
+// DELETED; as over ThingsBoard's HTTP transport, TIMEOUT never happens (a
+// delivered two-way RPC that is not answered in time is EXPIRED).
 const (
 	RPCQueued     = "QUEUED"
 	RPCSent       = "SENT"
@@ -75,9 +83,18 @@ func rpcReqKey(device uuid.UUID, reqID int64) string {
 	return "reqid:" + device.String() + "/" + strconv.FormatInt(reqID, 10)
 }
 func rpcClaimKey(rpc uuid.UUID) string              { return "sent:" + rpc.String() }
+func rpcIDKey(rpc uuid.UUID) string                 { return "rpc:" + rpc.String() }
 func rpcQueuedTopic(device uuid.UUID) string        { return rpcQueuedTopicPrefix + device.String() }
 func rpcDoneTopic(rpc uuid.UUID) string             { return rpcDoneTopicPrefix + rpc.String() }
 func (e *Engine) rpcLock(dev uuid.UUID) *sync.Mutex { return &e.rpcLocks[int(dev[15])%len(e.rpcLocks)] }
+
+// rpcDoneSpace derives the done owners of devices from their ids.
+var rpcDoneSpace = uuid.MustParse("5b0f3c1e-8d2a-4c55-9f1e-7a3d2b6c9e01")
+
+// rpcDoneOwner owns a device's persistent RPCs that left its queue. It is a
+// name-based UUID of the device id, so every node finds it and it is no
+// entity's id.
+func rpcDoneOwner(device uuid.UUID) uuid.UUID { return uuid.NewSHA1(rpcDoneSpace, device[:]) }
 
 // rpcLocks serialise request id allocation per device on this node (striped).
 type rpcLocks [64]sync.Mutex
@@ -99,6 +116,9 @@ type RPCRequest struct {
 	Persistent     bool            `json:"persistent"`
 	Retries        *int            `json:"retries"`
 	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+	// ID is the RPC id the caller chose (ThingsBoard's requestUUID); uuid.Nil
+	// gets a new one.
+	ID uuid.UUID `json:"-"`
 }
 
 // rpcRecord is the stored form of an RPC.
@@ -120,10 +140,23 @@ type rpcRecord struct {
 	Reply []byte `json:"reply,omitempty"`
 	// ClaimID is the rpcClaim record of the poll that delivered it.
 	ClaimID uuid.UUID `json:"claimId"`
+	// IDClaim is the rpcId record that reserves a caller-chosen id.
+	IDClaim uuid.UUID `json:"idClaim,omitzero"`
 }
 
-// status is the status as of now (ms): past its expiry an RPC that was never
-// delivered is EXPIRED, one delivered and not answered TIMEOUT.
+// owner is where r is listed: its device while a poll may have to look at it,
+// the device's done owner once a persistent RPC left the queue.
+func (r *rpcRecord) owner() uuid.UUID {
+	if r.Persistent && r.Status != RPCQueued {
+		return rpcDoneOwner(r.DeviceID)
+	}
+	return r.DeviceID
+}
+
+// status is the status as of now (ms). Past its expiry an RPC still queued or
+// delivered and not answered is EXPIRED, as ThingsBoard's
+// processServerSideRpcTimeout saves it either way; a one-way RPC is done once
+// delivered, so it stays DELIVERED.
 func (r *rpcRecord) status(now int64) string {
 	if now < r.ExpirationTime {
 		return r.Status
@@ -132,7 +165,10 @@ func (r *rpcRecord) status(now int64) string {
 	case RPCQueued:
 		return RPCExpired
 	case RPCSent, RPCDelivered:
-		return RPCTimeout
+		if r.Oneway {
+			return r.Status
+		}
+		return RPCExpired
 	}
 	return r.Status
 }
@@ -151,17 +187,17 @@ type RPC struct {
 	AdditionalInfo json.RawMessage `json:"additionalInfo"`
 }
 
-// RPCRequestInfo is the request of an RPC (ThingsBoard's ToDeviceRpcRequest).
+// RPCRequestInfo is the request of an RPC (ThingsBoard's ToDeviceRpcRequest,
+// whose additionalInfo is @JsonIgnore: only the RPC's own is shown).
 type RPCRequestInfo struct {
-	ID             uuid.UUID       `json:"id"`
-	TenantID       EntityID        `json:"tenantId"`
-	DeviceID       EntityID        `json:"deviceId"`
-	Oneway         bool            `json:"oneway"`
-	ExpirationTime int64           `json:"expirationTime"`
-	Body           RPCBody         `json:"body"`
-	Persisted      bool            `json:"persisted"`
-	Retries        *int            `json:"retries"`
-	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+	ID             uuid.UUID `json:"id"`
+	TenantID       EntityID  `json:"tenantId"`
+	DeviceID       EntityID  `json:"deviceId"`
+	Oneway         bool      `json:"oneway"`
+	ExpirationTime int64     `json:"expirationTime"`
+	Body           RPCBody   `json:"body"`
+	Persisted      bool      `json:"persisted"`
+	Retries        *int      `json:"retries"`
 }
 
 // RPCBody is the method and its parameters; Params is JSON text, as ThingsBoard
@@ -179,14 +215,17 @@ func (r *rpcRecord) view(now int64) *RPC {
 		Request: RPCRequestInfo{
 			ID: r.ID, TenantID: tenant, DeviceID: device, Oneway: r.Oneway, ExpirationTime: r.ExpirationTime,
 			Body: RPCBody{Method: r.Method, Params: string(r.Params)}, Persisted: r.Persistent,
-			Retries: r.Retries, AdditionalInfo: r.AdditionalInfo,
+			Retries: r.Retries,
 		},
 	}
-	switch {
-	case r.Status == RPCFailed:
-		v.Response, _ = json.Marshal(string(r.Reply)) // not JSON: kept as a string
-	case r.Status == RPCSuccessful && len(r.Reply) > 0:
+	// A reply that is not JSON is shown as {"error":"<text>"}, as ThingsBoard's
+	// processRpcResponses saves it (its status stays SUCCESSFUL; FAILED comes
+	// from records of earlier Sluice versions).
+	if len(r.Reply) > 0 {
 		v.Response = r.Reply
+		if !json.Valid(r.Reply) {
+			v.Response, _ = json.Marshal(map[string]string{"error": string(r.Reply)})
+		}
 	}
 	return v
 }
@@ -246,7 +285,12 @@ func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, 
 	}
 	store := context.WithoutCancel(ctx)
 	if r.Persistent {
-		if err := e.queueRPC(store, r); err != nil {
+		if r.ExpirationTime <= e.now().UnixMilli() {
+			// Expired before it was queued: saved EXPIRED, as ThingsBoard's
+			// processRpcRequest does, and never listed by a poll.
+			r.Status = RPCExpired
+		}
+		if err := e.queueRPC(store, r, req.ID != uuid.Nil); err != nil {
 			return RPCResult{}, err
 		}
 		return RPCResult{Outcome: RPCPersisted, ID: r.ID}, nil
@@ -263,7 +307,7 @@ func (e *Engine) CallRPC(ctx context.Context, p *Principal, deviceID uuid.UUID, 
 		}
 	})
 	defer cancel()
-	if err := e.queueRPC(store, r); err != nil {
+	if err := e.queueRPC(store, r, req.ID != uuid.Nil); err != nil {
 		return RPCResult{}, err
 	}
 	// A lightweight RPC lives as long as its call: whatever the outcome, it goes.
@@ -324,8 +368,12 @@ func (e *Engine) newRPC(dev *Device, oneway bool, req *RPCRequest) (*rpcRecord, 
 	if string(info) == "null" {
 		info = nil
 	}
+	id := req.ID
+	if id == uuid.Nil {
+		id = newID()
+	}
 	return &rpcRecord{
-		ID: newID(), CreatedTime: now.UnixMilli(), TenantID: dev.TenantID(), DeviceID: dev.UUID(),
+		ID: id, CreatedTime: now.UnixMilli(), TenantID: dev.TenantID(), DeviceID: dev.UUID(),
 		Oneway: oneway, Persistent: req.Persistent, ExpirationTime: exp,
 		Method: req.Method, Params: params, Retries: req.Retries, AdditionalInfo: info, Status: RPCQueued,
 	}, nil
@@ -338,8 +386,19 @@ type rpcSeq struct {
 // queueRPC stores a new RPC with the device's next request id and wakes the
 // device's polls on every node. The ids of a device increase: this node
 // allocates them one at a time per device, and the unique index "reqid:" keeps
-// two nodes from ever handing out the same id to two live RPCs.
-func (e *Engine) queueRPC(ctx context.Context, r *rpcRecord) error {
+// two nodes from ever handing out the same id to two live RPCs. An RPC id the
+// caller chose (chosenID) is reserved first, so it never replaces another RPC.
+func (e *Engine) queueRPC(ctx context.Context, r *rpcRecord, chosenID bool) (err error) {
+	if chosenID {
+		if err := e.reserveRPCID(ctx, r); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				e.releaseRPCID(ctx, r)
+			}
+		}()
+	}
 	mu := e.rpcLock(r.DeviceID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -365,8 +424,55 @@ func (e *Engine) queueRPC(ctx context.Context, r *rpcRecord) error {
 		// The RPC is queued; the unique index still keeps the next id from clashing.
 		e.cfg.Logger.Warn("cannot advance the RPC request id", "device", r.DeviceID, "err", err)
 	}
-	e.publishPush(ctx, rpcQueuedTopic(r.DeviceID), []byte(r.ID.String()))
+	if r.Status == RPCQueued {
+		e.publishPush(ctx, rpcQueuedTopic(r.DeviceID), []byte(r.ID.String()))
+	}
 	return nil
+}
+
+// errRPCIDTaken answers a requestUUID that names an RPC already stored.
+// ThingsBoard's save would merge over that RPC (JPA update by id); Sluice
+// refuses, as a database insert would (400).
+func errRPCIDTaken(id uuid.UUID) error {
+	return Errorf(CodeBadRequestParams, "Invalid request body: requestUUID %s is the id of another RPC", id)
+}
+
+// reserveRPCID takes the unique "rpc:<id>" for an RPC id the caller chose, and
+// checks that no RPC has it yet. Put would replace an RPC stored under the
+// same id, so the reservation (a record of its own, unique on the id) is what
+// keeps two calls with one requestUUID from both storing it; the check covers
+// RPCs with ids of Sluice's own, which hold no reservation.
+func (e *Engine) reserveRPCID(ctx context.Context, r *rpcRecord) error {
+	claim := newID()
+	err := e.putRecord(ctx, kindRPCID, claim, r.DeviceID, rpcClaim{RPC: r.ID, At: e.now().UnixMilli()}, rpcIDKey(r.ID))
+	if errors.Is(err, storage.ErrConflict) {
+		return errRPCIDTaken(r.ID)
+	}
+	if err != nil {
+		return err
+	}
+	r.IDClaim = claim
+	switch _, err := e.store.Get(ctx, kindRPC, r.ID); {
+	case err == nil:
+		e.releaseRPCID(ctx, r)
+		return errRPCIDTaken(r.ID)
+	case !errors.Is(err, storage.ErrNotFound):
+		e.releaseRPCID(ctx, r)
+		return fmt.Errorf("cannot check RPC id %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// releaseRPCID deletes r's id reservation, if any (best effort: one left
+// behind only keeps that id from being chosen again).
+func (e *Engine) releaseRPCID(ctx context.Context, r *rpcRecord) {
+	if r.IDClaim == uuid.Nil {
+		return
+	}
+	if err := e.deleteRecord(ctx, kindRPCID, r.IDClaim); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		e.cfg.Logger.Warn("cannot release an RPC id", "rpc", r.ID, "err", err)
+	}
+	r.IDClaim = uuid.Nil
 }
 
 // advanceRPCSeq moves the device's next request id past reqID, never back: a
@@ -392,14 +498,15 @@ func (e *Engine) advanceRPCSeq(ctx context.Context, device uuid.UUID, reqID int6
 }
 
 func (e *Engine) putRPC(ctx context.Context, r *rpcRecord) error {
-	return e.putRecord(ctx, kindRPC, r.ID, r.DeviceID, r, rpcReqKey(r.DeviceID, r.ReqID))
+	return e.putRecord(ctx, kindRPC, r.ID, r.owner(), r, rpcReqKey(r.DeviceID, r.ReqID))
 }
 
 // replaceRPC stores r over the version read as prev: storage.ErrChanged when
 // another node changed it meanwhile, storage.ErrNotFound when it was deleted (a
 // deleted or expired RPC is never written back, so never delivered after that).
+// The write moves it to the owner its new status calls for (rpcRecord.owner).
 func (e *Engine) replaceRPC(ctx context.Context, r *rpcRecord, prev []byte) error {
-	return e.replaceRecord(ctx, kindRPC, r.ID, r.DeviceID, prev, r, rpcReqKey(r.DeviceID, r.ReqID))
+	return e.replaceRecord(ctx, kindRPC, r.ID, r.owner(), prev, r, rpcReqKey(r.DeviceID, r.ReqID))
 }
 
 // rpcOutcome reads the outcome of a lightweight RPC; final is false while the
@@ -438,13 +545,20 @@ func (e *Engine) removeRPC(ctx context.Context, id uuid.UUID) {
 // deleteRPC removes the record first and its delivery claim after it: while the
 // claim exists no poll can take the RPC, and once it is gone a poll that listed
 // the RPC earlier finds the record missing (takeRPC re-reads after claiming).
+// The reservation of a caller-chosen id goes last, once no RPC has the id.
 func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
 	err := e.deleteRecord(ctx, kindRPC, r.ID)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	if r.ClaimID != uuid.Nil {
-		if err := e.deleteRecord(ctx, kindRPCClaim, r.ClaimID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+	for _, c := range []struct {
+		kind string
+		id   uuid.UUID
+	}{{kindRPCClaim, r.ClaimID}, {kindRPCID, r.IDClaim}} {
+		if c.id == uuid.Nil {
+			continue
+		}
+		if err := e.deleteRecord(ctx, c.kind, c.id); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return err
 		}
 	}
@@ -507,25 +621,35 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 
 // takeRPC delivers the device's pending RPC with the lowest request id, if any:
 // it claims it (so one poll on one node delivers it), records it DELIVERED (a
-// one-way RPC SUCCESSFUL) and returns the body for the device. Lightweight
-// records long past expiry, whose REST call is gone, are removed on the way.
+// lightweight one-way RPC SUCCESSFUL: its call is done) and returns the body
+// for the device. It lists only the records the device owns, so what it reads
+// grows with the device's pending RPCs, not with its history. On the way it
+// removes lightweight records long past expiry, whose REST call is gone, and
+// moves persistent ones that can no longer be delivered to the done owner.
 func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error) {
-	all, err := listRecords[rpcRecord](ctx, e, kindRPC, deviceID)
+	all, prevs, err := e.listRPCs(ctx, deviceID)
 	if err != nil {
 		return nil, err
 	}
 	all = e.pruneRPCs(ctx, all)
 	slices.SortFunc(all, func(a, b *rpcRecord) int { return cmp.Compare(a.ReqID, b.ReqID) })
 	now := e.now().UnixMilli()
+	retired := 0
 	for _, r := range all {
-		if !r.Persistent && now > r.ExpirationTime+rpcKeep.Milliseconds() {
+		switch {
+		case !r.Persistent && now > r.ExpirationTime+rpcKeep.Milliseconds():
 			if err := e.deleteRPC(ctx, r); err != nil && !errors.Is(err, storage.ErrNotFound) {
 				e.cfg.Logger.Warn("cannot remove an expired RPC", "rpc", r.ID, "err", err)
 			}
 			continue
-		}
-		if r.Status != RPCQueued || now >= r.ExpirationTime {
+		case r.Persistent && (r.Status != RPCQueued || now >= r.ExpirationTime):
+			if retired < maxRetirePerPoll {
+				e.retireRPC(ctx, r, prevs[r.ID], now)
+				retired++
+			}
 			continue
+		case r.Status != RPCQueued || now >= r.ExpirationTime:
+			continue // a lightweight RPC its call still waits for
 		}
 		claimed, err := e.claimRPC(ctx, r)
 		if err != nil {
@@ -552,7 +676,7 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 		cur.ClaimID = r.ClaimID
 		r = cur
 		r.Status = RPCDelivered
-		if r.Oneway {
+		if r.Oneway && !r.Persistent {
 			r.Status = RPCSuccessful
 		}
 		// Over the version read: an RPC deleted, or delivered by a poll that
@@ -572,6 +696,47 @@ func (e *Engine) takeRPC(ctx context.Context, deviceID uuid.UUID) ([]byte, error
 		return deviceRPCBody(r), nil
 	}
 	return nil, nil
+}
+
+// maxRetirePerPoll bounds the writes one poll spends moving RPCs out of the
+// queue, so a device back after a long time (many RPCs expired unpolled) or the
+// first poll after an upgrade (every RPC still with its device) is not held for
+// seconds; the polls after it move the rest.
+const maxRetirePerPoll = 100
+
+// listRPCs lists the RPC records owner owns, with the data each was read with.
+func (e *Engine) listRPCs(ctx context.Context, owner uuid.UUID) ([]*rpcRecord, map[uuid.UUID][]byte, error) {
+	rs, err := e.store.List(ctx, kindRPC, owner)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot list %s of %s: %w", kindRPC, owner, err)
+	}
+	out := make([]*rpcRecord, 0, len(rs))
+	prevs := make(map[uuid.UUID][]byte, len(rs))
+	for _, rec := range rs {
+		r, err := decodeRecord[rpcRecord](rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, r)
+		prevs[r.ID] = rec.Data
+	}
+	return out, prevs, nil
+}
+
+// retireRPC moves a persistent RPC that no poll will deliver out of its
+// device's queue, over the version a poll listed (prev): one queued past its
+// expiry is written EXPIRED (what it reads as anyway); one no longer queued is
+// a record of an earlier Sluice version, which kept every RPC with its device,
+// and only changes owner. Best effort: when the write fails (another node
+// changed the RPC meanwhile, or storage), a later poll finds it again.
+func (e *Engine) retireRPC(ctx context.Context, r *rpcRecord, prev []byte, now int64) {
+	if r.Status == RPCQueued && now >= r.ExpirationTime {
+		r.Status = RPCExpired
+	}
+	err := e.replaceRPC(ctx, r, prev)
+	if err != nil && !errors.Is(err, storage.ErrChanged) && !errors.Is(err, storage.ErrNotFound) {
+		e.cfg.Logger.Warn("cannot move a finished RPC out of its device's queue", "rpc", r.ID, "err", err)
+	}
 }
 
 // rpcClaim is the record of a poll's claim to deliver an RPC.
@@ -641,9 +806,11 @@ func deviceRPCBody(r *rpcRecord) []byte {
 }
 
 // ReplyRPC records the device's reply to its RPC reqID (compat §1.6) and wakes the
-// REST call waiting for it on any node. A reply that is not JSON makes the RPC
-// FAILED (the caller gets 406). A stale reply (unknown id, one-way, already
-// answered, expired) is ignored without error, as in ThingsBoard.
+// REST call waiting for it on any node. A reply that is not JSON makes a
+// lightweight RPC FAILED (the caller gets 406); a persistent one is SUCCESSFUL
+// all the same, its response reading {"error":"<reply>"}, as ThingsBoard saves
+// it. A stale reply (unknown id, one-way, already answered, expired) is ignored
+// without error, as in ThingsBoard.
 func (e *Engine) ReplyRPC(ctx context.Context, deviceID uuid.UUID, reqID int64, body []byte) error {
 	for try := 0; ; try++ {
 		r, prev, err := lookupLoad[rpcRecord](ctx, e, kindRPC, rpcReqKey(deviceID, reqID))
@@ -659,7 +826,7 @@ func (e *Engine) ReplyRPC(ctx context.Context, deviceID uuid.UUID, reqID int64, 
 		}
 		r.Reply = slices.Clone(body)
 		r.Status = RPCSuccessful
-		if len(body) > 0 && !json.Valid(body) {
+		if !r.Persistent && len(body) > 0 && !json.Valid(body) {
 			r.Status = RPCFailed
 		}
 		// Over the version read: an RPC deleted meanwhile stays deleted, and of
@@ -729,12 +896,25 @@ func (e *Engine) DeletePersistentRPC(ctx context.Context, p *Principal, id uuid.
 	return notFound(e.deleteRPC(ctx, r))
 }
 
+// rpcPages sorts by ThingsBoard's sort properties; request and response by
+// their JSON text, as its rpc table's varchar columns hold them (a request's
+// text starts with its id), an absent response as NULL.
 var rpcPages = pageSpec[*RPC]{
 	text: func(r *RPC) string { return r.Request.Body.Method },
 	keys: map[string]func(*RPC) sortKey{
 		"createdTime":    func(r *RPC) sortKey { return numKey(r.CreatedTime) },
 		"expirationTime": func(r *RPC) sortKey { return numKey(r.ExpirationTime) },
 		"status":         func(r *RPC) sortKey { return strKey(r.Status) },
+		"request": func(r *RPC) sortKey {
+			b, _ := json.Marshal(r.Request)
+			return strKey(string(b))
+		},
+		"response": func(r *RPC) sortKey {
+			if len(r.Response) == 0 {
+				return nullKey
+			}
+			return strKey(string(r.Response))
+		},
 	},
 }
 
@@ -750,10 +930,17 @@ func (e *Engine) ListPersistentRPCs(ctx context.Context, p *Principal, deviceID 
 	if _, err := e.rpcDevice(ctx, p, deviceID); err != nil {
 		return PageData[*RPC]{}, err
 	}
-	all, err := listRecords[rpcRecord](ctx, e, kindRPC, deviceID)
-	if err != nil {
-		return PageData[*RPC]{}, err
+	// The queued ones with the device, the others with its done owner.
+	var all []*rpcRecord
+	for _, owner := range []uuid.UUID{deviceID, rpcDoneOwner(deviceID)} {
+		rs, err := listRecords[rpcRecord](ctx, e, kindRPC, owner)
+		if err != nil {
+			return PageData[*RPC]{}, err
+		}
+		all = append(all, rs...)
 	}
+	// In the order they were queued, which equal sort keys keep.
+	slices.SortFunc(all, func(a, b *rpcRecord) int { return cmp.Compare(a.ReqID, b.ReqID) })
 	all = e.pruneRPCs(ctx, all)
 	now := e.now().UnixMilli()
 	views := make([]*RPC, 0, len(all))
@@ -768,8 +955,8 @@ func (e *Engine) ListPersistentRPCs(ctx context.Context, p *Principal, deviceID 
 // pruneRPCs deletes the persistent RPCs among all (one device's) created longer
 // ago than their tenant's rpcTtlDays, whatever their status, as ThingsBoard's
 // clean-up does, and returns the others. There is no sweep: they go when their
-// device's RPCs are next read (a poll, the REST list or get), so a device's
-// polls list at most that many days of them.
+// device's RPCs are next read (a poll: the queued ones; the REST list or get:
+// any).
 func (e *Engine) pruneRPCs(ctx context.Context, all []*rpcRecord) []*rpcRecord {
 	if len(all) == 0 {
 		return all
@@ -793,16 +980,19 @@ func (e *Engine) pruneRPCs(ctx context.Context, all []*rpcRecord) []*rpcRecord {
 	return kept
 }
 
-// removeDeviceRPCs deletes every RPC of a deleted device with its claims and
-// request id counter.
+// removeDeviceRPCs deletes every RPC of a deleted device (queued or done) with
+// its claims, id reservations and request id counter.
 func (e *Engine) removeDeviceRPCs(ctx context.Context, deviceID uuid.UUID) error {
-	for _, kind := range []string{kindRPC, kindRPCClaim} {
-		rs, err := e.store.List(ctx, kind, deviceID)
+	for _, l := range []struct {
+		kind  string
+		owner uuid.UUID
+	}{{kindRPC, deviceID}, {kindRPC, rpcDoneOwner(deviceID)}, {kindRPCClaim, deviceID}, {kindRPCID, deviceID}} {
+		rs, err := e.store.List(ctx, l.kind, l.owner)
 		if err != nil {
-			return fmt.Errorf("cannot list %s of %s: %w", kind, deviceID, err)
+			return fmt.Errorf("cannot list %s of %s: %w", l.kind, l.owner, err)
 		}
 		for _, r := range rs {
-			if err := e.deleteRecord(ctx, kind, r.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			if err := e.deleteRecord(ctx, l.kind, r.ID); err != nil && !errors.Is(err, storage.ErrNotFound) {
 				return err
 			}
 		}

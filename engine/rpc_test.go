@@ -250,28 +250,33 @@ func TestPersistentRPC(t *testing.T) {
 	te.ReplyRPC(ctx, dev, reqID, []byte(`{"again":1}`)) // stale: ignored
 	status(id, RPCSuccessful, `{"done":1}`)
 
-	// One-way: SUCCESSFUL once delivered. A reply that is not JSON: FAILED.
-	id = send(true)
+	// One-way: DELIVERED once delivered, for good (ThingsBoard's
+	// processRpcResponseStatus). A reply that is not JSON: SUCCESSFUL with
+	// {"error":"<reply>"} (its processRpcResponses).
+	oneway := send(true)
 	te.pollRPC(t, dev)
-	status(id, RPCSuccessful, "null")
+	status(oneway, RPCDelivered, "null")
 	id = send(false)
 	reqID, _, _ = te.pollRPC(t, dev)
 	te.ReplyRPC(ctx, dev, reqID, []byte("oops"))
-	status(id, RPCFailed, `"oops"`)
+	status(id, RPCSuccessful, `{"error":"oops"}`)
 
-	// Past expiry: never delivered is EXPIRED (and no longer delivered),
-	// delivered and not answered TIMEOUT (and a late reply ignored).
+	// Past expiry: never delivered and delivered but not answered are both
+	// EXPIRED (no longer delivered, a late reply ignored); a delivered one-way
+	// RPC stays DELIVERED.
 	delivered := send(false)
 	reqID, _, _ = te.pollRPC(t, dev)
 	queued := send(false)
 	clock.advance(time.Hour)
 	status(queued, RPCExpired, "null")
-	status(delivered, RPCTimeout, "null")
+	status(delivered, RPCExpired, "null")
+	status(oneway, RPCDelivered, "null")
 	te.ReplyRPC(ctx, dev, reqID, []byte(`{}`))
-	status(delivered, RPCTimeout, "null")
+	status(delivered, RPCExpired, "null")
 	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
 		t.Fatalf("expired RPC delivered: %s", body)
 	}
+	status(queued, RPCExpired, "null") // as the poll wrote it, moving it out of the queue
 
 	// Listing: all persistent RPCs of the device, or those of one status.
 	page, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10})
@@ -301,13 +306,15 @@ func TestPersistentRPC(t *testing.T) {
 	_, err = te.CallRPC(ctx, admin, dev, true, &RPCRequest{Persistent: true})
 	wantCode(t, err, CodeBadRequestParams)
 
-	// Deleting the device deletes its RPCs.
+	// Deleting the device deletes its RPCs, queued and done.
 	if err := te.DeleteDevice(ctx, admin, dev); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{kindRPC, kindRPCClaim} {
-		if rs, _ := te.store.List(ctx, kind, dev); len(rs) != 0 {
-			t.Fatalf("%d %s records left", len(rs), kind)
+	for _, kind := range []string{kindRPC, kindRPCClaim, kindRPCID} {
+		for _, owner := range []uuid.UUID{dev, rpcDoneOwner(dev)} {
+			if rs, _ := te.store.List(ctx, kind, owner); len(rs) != 0 {
+				t.Fatalf("%d %s records left", len(rs), kind)
+			}
 		}
 	}
 }
@@ -573,5 +580,307 @@ func TestRPCWaitsResync(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call did not look again after the resync")
+	}
+}
+
+// rpcListCounter counts the RPC records List hands out: what polls read.
+type rpcListCounter struct {
+	storage.Backend
+	listed atomic.Int64
+}
+
+func (s *rpcListCounter) List(ctx context.Context, kind string, owner uuid.UUID) ([]storage.Record, error) {
+	rs, err := s.Backend.List(ctx, kind, owner)
+	if kind == kindRPC {
+		s.listed.Add(int64(len(rs)))
+	}
+	return rs, err
+}
+
+// countRPCListing puts an rpcListCounter under te; read returns the records
+// listed since the last read.
+func (te *testEngine) countRPCListing() (read func() int64) {
+	c := &rpcListCounter{Backend: te.store}
+	te.store = c
+	return func() int64 { return c.listed.Swap(0) }
+}
+
+// TestRPCPollReadsPendingOnly: a device's polls read its pending RPCs, not the
+// persistent ones that are done (answered, delivered one-way, delivered and
+// unanswered, expired), however many there are; the REST reads still see all.
+func TestRPCPollReadsPendingOnly(t *testing.T) {
+	te := newTestEngine(t)
+	clock := te.fakeClock()
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	send := func(oneway bool, method string) uuid.UUID {
+		t.Helper()
+		res, err := te.CallRPC(ctx, admin, dev, oneway, persistentReq(method, "{}"))
+		if err != nil || res.Outcome != RPCPersisted {
+			t.Fatalf("persistent call: %+v %v", res, err)
+		}
+		return res.ID
+	}
+	const n = 40 // a quarter of each kind
+	for range n / 4 {
+		send(false, "answered")
+		reqID, _, _ := te.pollRPC(t, dev)
+		if err := te.ReplyRPC(ctx, dev, reqID, []byte(`{"ok":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		send(true, "oneway")
+		te.pollRPC(t, dev)
+		send(false, "unanswered")
+		te.pollRPC(t, dev)
+	}
+	for range n / 4 { // never delivered: expire below (polls would take them first)
+		send(false, "queued")
+	}
+	clock.advance(time.Hour)
+	read := te.countRPCListing()
+	// The first poll moves the expired queued RPCs out of the queue; the others
+	// left it when they were delivered.
+	if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+		t.Fatalf("poll: %s %v", body, err)
+	}
+	if got := read(); got != n/4 {
+		t.Fatalf("the first poll read %d RPC records, want the %d expired queued ones", got, n/4)
+	}
+	for range 3 {
+		if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+			t.Fatalf("poll: %s %v", body, err)
+		}
+	}
+	if got := read(); got != 0 {
+		t.Fatalf("polls with %d finished RPCs read %d RPC records, want none", n, got)
+	}
+	pending := send(false, "pending")
+	if id, method, _ := te.pollRPC(t, dev); method != "pending" || id != n {
+		t.Fatalf("delivered %d %s", id, method)
+	}
+	if got := read(); got != 1 {
+		t.Fatalf("a poll with one pending RPC read %d RPC records", got)
+	}
+
+	// The REST reads see them all, with their statuses.
+	statuses := map[string]int{}
+	page, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range page.Data {
+		statuses[v.Request.Body.Method+" "+v.Status]++
+	}
+	want := map[string]int{"answered SUCCESSFUL": n / 4, "oneway DELIVERED": n / 4, "unanswered EXPIRED": n / 4,
+		"queued EXPIRED": n / 4, "pending DELIVERED": 1}
+	if fmt.Sprint(statuses) != fmt.Sprint(want) {
+		t.Fatalf("listed %v, want %v", statuses, want)
+	}
+	if page, err := te.ListPersistentRPCs(ctx, admin, dev, RPCExpired, PageLink{PageSize: 100}); err != nil || page.TotalElements != n/2 {
+		t.Fatalf("EXPIRED: %d %v", page.TotalElements, err)
+	}
+	if got, err := te.GetPersistentRPC(ctx, admin, pending); err != nil || got.Status != RPCDelivered {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	wantCode(t, te.DeletePersistentRPC(ctx, admin, pending), 0)
+	if _, err := te.GetPersistentRPC(ctx, admin, pending); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted: %v", err)
+	}
+}
+
+// TestRPCStoredByEarlierVersion: RPC records as earlier versions stored them,
+// every one owned by its device, still work: polls move the finished ones out
+// of the queue, at most maxRetirePerPoll each (later polls do not read them), a
+// queued one is delivered, a delivered one takes its reply, the REST reads see
+// them all.
+func TestRPCStoredByEarlierVersion(t *testing.T) {
+	te := newTestEngine(t)
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	d, err := te.loadDevice(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := func(reqID int64, oneway bool, status, reply string) uuid.UUID {
+		t.Helper()
+		r := &rpcRecord{ID: newID(), CreatedTime: now, TenantID: d.TenantID(), DeviceID: dev, ReqID: reqID,
+			Oneway: oneway, Persistent: true, ExpirationTime: now + time.Hour.Milliseconds(), Method: "m",
+			Params: json.RawMessage(`{}`), Status: status, Reply: []byte(reply)}
+		if err := te.putRecord(ctx, kindRPC, r.ID, dev, r, rpcReqKey(dev, reqID)); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	old(0, true, RPCSuccessful, "")
+	old(1, false, RPCSuccessful, `{"ok":1}`)
+	failed := old(2, false, RPCFailed, "oops")
+	delivered := old(3, false, RPCDelivered, "")
+	queued := old(4, false, RPCQueued, "")
+	const more = maxRetirePerPoll + 5
+	for i := range int64(more) {
+		old(5+i, true, RPCSuccessful, "")
+	}
+	if err := te.advanceRPCSeq(ctx, dev, 4+more); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first poll moves those before the queued one and delivers it; the
+	// next ones move the rest, maxRetirePerPoll at a time.
+	read := te.countRPCListing()
+	if id, _, _ := te.pollRPC(t, dev); id != 4 {
+		t.Fatalf("delivered request %d, want the queued 4", id)
+	}
+	for i, want := range []int64{5 + more, more, more - maxRetirePerPoll, 0} {
+		if i > 0 {
+			if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
+				t.Fatalf("delivered again: %s", body)
+			}
+		}
+		if got := read(); got != want {
+			t.Fatalf("poll %d read %d RPC records, want %d", i, got, want)
+		}
+	}
+	if err := te.ReplyRPC(ctx, dev, 3, []byte(`{"late":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[uuid.UUID]string{delivered: `SUCCESSFUL {"late":1}`, queued: "DELIVERED ",
+		failed: `FAILED {"error":"oops"}`} {
+		v, err := te.GetPersistentRPC(ctx, admin, id)
+		if err != nil || v.Status+" "+string(v.Response) != want {
+			t.Fatalf("RPC %s: %+v %v, want %s", id, v, err, want)
+		}
+	}
+	if page, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10}); err != nil || page.TotalElements != 5+more {
+		t.Fatalf("list: %d %v", page.TotalElements, err)
+	}
+}
+
+// TestRPCRequestUUID: a requestUUID becomes the RPC's id; one that names
+// another RPC, stored or in flight, is refused and changes nothing; once its
+// RPC is gone the id may be used again.
+func TestRPCRequestUUID(t *testing.T) {
+	te := newTestEngine(t)
+	te.cfg.RPCMinTimeout = time.Millisecond
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	withID := func(id uuid.UUID, method string, persistent bool) *RPCRequest {
+		r := rpcReq(method, "{}")
+		r.ID, r.Persistent = id, persistent
+		return r
+	}
+	chosen := uuid.New()
+	res, err := te.CallRPC(ctx, admin, dev, false, withID(chosen, "first", true))
+	if err != nil || res.ID != chosen {
+		t.Fatalf("requestUUID %s: %+v %v", chosen, res, err)
+	}
+	_, err = te.CallRPC(ctx, admin, dev, false, withID(chosen, "second", true))
+	wantCode(t, err, CodeBadRequestParams)
+	// An id Sluice made is refused the same way.
+	own, err := te.CallRPC(ctx, admin, dev, true, persistentReq("own", "{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = te.CallRPC(ctx, admin, dev, true, withID(own.ID, "again", true))
+	wantCode(t, err, CodeBadRequestParams)
+	if v, err := te.GetPersistentRPC(ctx, admin, chosen); err != nil || v.Request.Body.Method != "first" || v.Request.ID != chosen {
+		t.Fatalf("the first RPC: %+v %v", v, err)
+	}
+	if page, _ := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10}); page.TotalElements != 2 {
+		t.Fatalf("%d RPCs stored, want 2", page.TotalElements)
+	}
+
+	// A lightweight RPC holds its id while its call waits, and frees it after.
+	light := uuid.New()
+	call := te.startCall(admin, dev, false, withID(light, "light", false))
+	var reqID int64
+	for _, want := range []string{"first", "own", "light"} {
+		var method string
+		if reqID, method, _ = te.pollRPC(t, dev); method != want {
+			t.Fatalf("delivered %s, want %s", method, want)
+		}
+	}
+	_, err = te.CallRPC(ctx, admin, dev, true, withID(light, "clash", true))
+	wantCode(t, err, CodeBadRequestParams)
+	if err := te.ReplyRPC(ctx, dev, reqID, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-call; r.err != nil || r.res.Outcome != RPCDone {
+		t.Fatalf("light call: %+v %v", r.res, r.err)
+	}
+	if res, err := te.CallRPC(ctx, admin, dev, true, withID(light, "reused", true)); err != nil || res.ID != light {
+		t.Fatalf("reusing a freed id: %+v %v", res, err)
+	}
+	// Deleting an RPC frees its id too.
+	wantCode(t, te.DeletePersistentRPC(ctx, admin, chosen), 0)
+	if res, err := te.CallRPC(ctx, admin, dev, true, withID(chosen, "reused", true)); err != nil || res.ID != chosen {
+		t.Fatalf("reusing a deleted RPC's id: %+v %v", res, err)
+	}
+}
+
+// TestPersistentRPCSortAndShape: the list sorts by request and response (their
+// JSON text; no response last ascending), and an RPC's request carries no
+// additionalInfo of its own (ThingsBoard's @JsonIgnore), the RPC does.
+func TestPersistentRPCSortAndShape(t *testing.T) {
+	te := newTestEngine(t)
+	admin := te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	ctx := context.Background()
+	ids := []uuid.UUID{uuid.MustParse("30000000-0000-4000-8000-000000000000"),
+		uuid.MustParse("10000000-0000-4000-8000-000000000000"), uuid.MustParse("20000000-0000-4000-8000-000000000000")}
+	for i, id := range ids {
+		req := persistentReq(fmt.Sprint("m", i), "{}")
+		req.ID, req.AdditionalInfo = id, json.RawMessage(`{"note":1}`)
+		if _, err := te.CallRPC(ctx, admin, dev, false, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, reply := range []string{`{"b":1}`, `{"a":1}`} { // m0 and m1 answered
+		reqID, _, _ := te.pollRPC(t, dev)
+		if err := te.ReplyRPC(ctx, dev, reqID, []byte(reply)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	order := func(prop, dir string) string {
+		t.Helper()
+		page, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10, SortProperty: prop, SortOrder: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var methods []string
+		for _, v := range page.Data {
+			methods = append(methods, v.Request.Body.Method)
+		}
+		return strings.Join(methods, ",")
+	}
+	for _, c := range []struct{ prop, dir, want string }{
+		{"request", "ASC", "m1,m2,m0"}, {"request", "DESC", "m0,m2,m1"},
+		{"response", "ASC", "m1,m0,m2"}, {"response", "DESC", "m2,m0,m1"},
+		{"createdTime", "ASC", "m0,m1,m2"},
+	} {
+		if got := order(c.prop, c.dir); got != c.want {
+			t.Errorf("sortProperty=%s %s: %s, want %s", c.prop, c.dir, got, c.want)
+		}
+	}
+	_, err := te.ListPersistentRPCs(ctx, admin, dev, "", PageLink{PageSize: 10, SortProperty: "method"})
+	wantCode(t, err, CodeBadRequestParams)
+
+	v, err := te.GetPersistentRPC(ctx, admin, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	var shape struct {
+		AdditionalInfo json.RawMessage
+		Request        map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(b, &shape); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := shape.Request["additionalInfo"]; ok || string(shape.AdditionalInfo) != `{"note":1}` {
+		t.Fatalf("RPC JSON %s: additionalInfo belongs to the RPC only", b)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fasthttp/router"
+	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/engine"
@@ -50,6 +51,11 @@ func (s *Server) getRPCRequest(ctx *fasthttp.RequestCtx) {
 	s.answerPoll(ctx, body, ok, hungUp(wctx, err))
 }
 
+// errNoReplyBody answers a reply without a body, as Spring answers
+// ThingsBoard's required @RequestBody String before the controller runs (so
+// before the token is checked).
+var errNoReplyBody = &engine.Error{Code: engine.CodeBadRequestParams, Msg: "Required request body is missing"}
+
 // postRPCReply takes the device's reply to RPC {requestId} (compat §1.6): 200 with
 // an empty body, also for a stale id.
 func (s *Server) postRPCReply(ctx *fasthttp.RequestCtx) {
@@ -65,11 +71,19 @@ func (s *Server) postRPCReply(ctx *fasthttp.RequestCtx) {
 			"Payload size exceeds the limit of "+itoa(maxRPCReply)+" bytes")
 		return
 	}
+	if len(ctx.PostBody()) == 0 {
+		s.fail(ctx, errNoReplyBody)
+		return
+	}
 	dev, ok := s.device(ctx)
 	if !ok {
 		return
 	}
 	s.withBody(ctx, maxRPCReply, func(body []byte) {
+		if len(body) == 0 { // compressed nothing
+			s.fail(ctx, errNoReplyBody)
+			return
+		}
 		s.done(ctx, s.eng.ReplyRPC(s.ctx, dev.UUID(), id, body))
 	})
 }
@@ -115,7 +129,8 @@ func (s *Server) callRPC(oneway, v1 bool) func(*fasthttp.RequestCtx, *engine.Pri
 // asLong, asInt and asBoolean: a number or boolean may come as a string
 // ("timeout":"5000", "persistent":"true"), a number may have a fraction or an
 // exponent (1e4, truncated). Text that is no number or boolean is a 400 here,
-// where Jackson would read 0 or false.
+// where Jackson would read 0 or false. requestUUID, when present, must be a
+// UUID (ThingsBoard's UUID.fromString, 400 otherwise) and becomes the RPC id.
 type rpcBody struct {
 	Method         jsonText        `json:"method"`
 	Params         json.RawMessage `json:"params"`
@@ -124,11 +139,25 @@ type rpcBody struct {
 	Persistent     jsonText        `json:"persistent"`
 	Retries        jsonText        `json:"retries"`
 	AdditionalInfo json.RawMessage `json:"additionalInfo"`
+	RequestUUID    json.RawMessage `json:"requestUUID"`
 }
 
 func (b *rpcBody) request() (engine.RPCRequest, bool) {
 	req := engine.RPCRequest{Method: b.Method.text, Params: b.Params, AdditionalInfo: b.AdditionalInfo}
 	ok := true
+	if len(b.RequestUUID) > 0 {
+		// Only a string can hold a UUID: Jackson's asText of null, a number or
+		// a boolean never parses.
+		var text string
+		if err := json.Unmarshal(b.RequestUUID, &text); err != nil {
+			return req, false
+		}
+		id, err := engine.ParseID(text)
+		if err != nil || id == uuid.Nil {
+			return req, false
+		}
+		req.ID = id
+	}
 	long := func(t jsonText, bits int) *int64 {
 		if !t.set {
 			return nil
