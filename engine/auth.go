@@ -3,17 +3,21 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-iot/sluice/storage"
 )
 
 var (
-	errUserNotActive   = &Error{Code: CodeAuthentication, Msg: "User account is not active"}
-	errPasswordTooLong = Errorf(CodeBadRequestParams, "Password is longer than 72 bytes")
+	errUserNotActive = &Error{Code: CodeAuthentication, Msg: "User account is not active"}
+	// passay's LengthRule text, as ThingsBoard's default policy answers; the
+	// limit is bcrypt's, in bytes (MaxPasswordBytes).
+	errPasswordTooLong = Errorf(CodeBadRequestParams, "Password must be no more than %d characters in length.", MaxPasswordBytes)
 )
 
 // Login is LoginFrom without a client address: only the per-user failure count applies.
@@ -77,12 +81,13 @@ func (e *Engine) checkLogin(ctx context.Context, username, password string) (*Us
 
 // Refresh trades a refresh token for a new token pair with a new session. The user
 // is reloaded, so a deleted or disabled user cannot refresh, and a token issued
-// before a password change is "Token is outdated" (compat §7.3).
+// before a password change, or of a session logged out, is "Token is outdated"
+// (compat §7.3).
 func (e *Engine) Refresh(ctx context.Context, refreshToken string) (access, refresh string, err error) {
 	if strings.TrimSpace(refreshToken) == "" {
 		return "", "", ErrAuthFailed
 	}
-	uid, iat, err := e.parseRefresh(refreshToken)
+	uid, iat, session, err := e.parseRefresh(refreshToken)
 	if err != nil {
 		return "", "", err
 	}
@@ -94,7 +99,7 @@ func (e *Engine) Refresh(ctx context.Context, refreshToken string) (access, refr
 	if err != nil {
 		return "", "", ifNotFound(err, ErrBadCredentials)
 	}
-	if iat < creds.TokensValidFrom {
+	if iat < creds.TokensValidFrom || revoked(creds.RevokedSessions, session) {
 		return "", "", errTokenOutdated
 	}
 	if !creds.Enabled {
@@ -118,6 +123,96 @@ func (e *Engine) Authenticate(ctx context.Context, header string) (*Principal, e
 		return e.principalFromAPIKey(ctx, strings.TrimSpace(header[len("ApiKey "):]))
 	}
 	return nil, ErrAuthFailed
+}
+
+// maxRevokedSessions bounds the logged-out sessions a user's credentials
+// remember: past it, a logout outdates every token of the user instead, so a
+// client logging in and out in a loop cannot grow the record without end.
+const maxRevokedSessions = 1000
+
+// Logout ends the session of the access token in header (the raw
+// X-Authorization value, as Authenticate takes it) on every node, as
+// ThingsBoard's logout outdates the session: its access token is then "Token
+// has expired", its refresh token "Token is outdated"; other sessions of the
+// user go on. An API key has no session: its logout only authenticates it.
+// The session id is read from the token here because Principal does not carry it.
+func (e *Engine) Logout(ctx context.Context, header string) error {
+	if !strings.HasPrefix(header, "Bearer ") {
+		_, err := e.Authenticate(ctx, header)
+		return err
+	}
+	p, session, err := e.accessSession(ctx, strings.TrimSpace(header[len("Bearer "):]))
+	if err != nil || session == "" {
+		return err
+	}
+	return e.updateCreds(ctx, p.UserID, func(c *userCredentials) error {
+		now := e.now()
+		// No token of the session outlives the longer of the two lifetimes.
+		c.revokeSession(session, now.Unix(), now.Add(max(e.cfg.AccessTokenTTL, e.cfg.RefreshTokenTTL)).Unix())
+		return nil
+	})
+}
+
+// revokeSession remembers session as logged out until the unix second until,
+// or, with maxRevokedSessions live ones already remembered, outdates every
+// token of the user issued so far.
+func (c *userCredentials) revokeSession(session string, now, until int64) {
+	c.pruneSessions(now)
+	if len(c.RevokedSessions) >= maxRevokedSessions {
+		c.outdateTokens(now)
+		c.RevokedSessions = nil
+		return
+	}
+	if c.RevokedSessions == nil {
+		c.RevokedSessions = make(map[string]int64)
+	}
+	c.RevokedSessions[session] = until
+}
+
+// outdateTokens makes every token of the user issued so far outdated. iat has
+// whole seconds, so tokens of this second may predate the change: valid ones
+// start at the next second (issueTokens never issues earlier), or one second
+// past the previous change when that was in this second too, since tokens
+// issued after it carry its second.
+func (c *userCredentials) outdateTokens(now int64) {
+	c.TokensValidFrom = max(now, c.TokensValidFrom) + 1
+}
+
+// pruneSessions forgets the revoked sessions whose tokens have all expired.
+func (c *userCredentials) pruneSessions(now int64) {
+	maps.DeleteFunc(c.RevokedSessions, func(_ string, until int64) bool { return until <= now })
+}
+
+// revoked reports whether session was logged out; a token without a session
+// cannot be.
+func revoked(sessions map[string]int64, session string) bool {
+	_, ok := sessions[session]
+	return ok && session != ""
+}
+
+// updateCreds applies change to a user's stored credentials over the version
+// read, reading them again when another change came between (two logouts at
+// once must both hold), and then evicts the user on every node.
+func (e *Engine) updateCreds(ctx context.Context, userID uuid.UUID, change func(*userCredentials) error) error {
+	for range maxReplaceTries {
+		c, prev, err := loadRecord[userCredentials](ctx, e, kindUserCreds, userID)
+		if err != nil {
+			return notFound(err)
+		}
+		if err := change(c); err != nil {
+			return err
+		}
+		err = e.writeCreds(ctx, c, &prev)
+		if errors.Is(err, storage.ErrChanged) {
+			continue
+		}
+		if err != nil {
+			return notFound(err)
+		}
+		e.evictUserEverywhere(userID)
+		return nil
+	}
+	return errChangedMeanwhile
 }
 
 // CurrentUser returns the user behind p (GET /api/auth/user).

@@ -73,6 +73,9 @@ type userState struct {
 	enabled bool
 	// validFrom is TokensValidFrom of the credentials: JWTs issued earlier are outdated.
 	validFrom int64
+	// revoked is RevokedSessions of the credentials: JWTs of these sessions are
+	// outdated. Read only: a logout writes a new record and evicts this state.
+	revoked   map[string]int64
 	principal Principal
 }
 
@@ -90,7 +93,7 @@ func (e *Engine) userState(ctx context.Context, id uuid.UUID) (*userState, error
 		creds, err := getRecord[userCredentials](ctx, e, kindUserCreds, id)
 		switch {
 		case err == nil:
-			st.enabled, st.validFrom = creds.Enabled, creds.TokensValidFrom
+			st.enabled, st.validFrom, st.revoked = creds.Enabled, creds.TokensValidFrom, creds.RevokedSessions
 		case !errors.Is(err, storage.ErrNotFound): // no credentials: cannot authenticate
 			return nil, err
 		}

@@ -130,57 +130,63 @@ func jwtError(tok *jwt.Token, err error) error {
 	return ErrBadCredentials
 }
 
-// principalFromAccess parses an access token into the caller. A refresh token (or
-// any scope that is not a user authority) is refused; so is a token issued before
-// its user's password changed, or whose user is gone ("Token has expired", as
-// ThingsBoard's TokenOutdatingService answers), or whose user is disabled.
+// principalFromAccess parses an access token into the caller (see accessSession).
 func (e *Engine) principalFromAccess(ctx context.Context, token string) (*Principal, error) {
+	p, _, err := e.accessSession(ctx, token)
+	return p, err
+}
+
+// accessSession parses an access token into the caller and the session the
+// token belongs to. A refresh token (or any scope that is not a user authority)
+// is refused; so is a token issued before its user's password changed, of a
+// session logged out, or whose user is gone ("Token has expired", as
+// ThingsBoard's TokenOutdatingService answers), or whose user is disabled.
+func (e *Engine) accessSession(ctx context.Context, token string) (*Principal, string, error) {
 	var c accessClaims
 	if err := e.parseJWT(token, &c); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(c.Scopes) != 1 || !slices.Contains([]string{SysAdmin, TenantAdmin, CustomerUser}, c.Scopes[0]) {
-		return nil, ErrBadCredentials
+		return nil, "", ErrBadCredentials
 	}
 	if c.IsPublic {
-		return nil, ErrBadCredentials // Sluice has no public users
+		return nil, "", ErrBadCredentials // Sluice has no public users
 	}
 	uid, err1 := uuid.Parse(c.UserID)
 	tid, err2 := uuid.Parse(c.TenantID)
 	cid, err3 := uuid.Parse(c.CustomerID)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, ErrBadCredentials
+		return nil, "", ErrBadCredentials
 	}
 	st, err := e.userState(ctx, uid)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if st.gone || issuedAt(&c.RegisteredClaims) < st.validFrom {
-		return nil, ErrTokenExpired
+	if st.gone || issuedAt(&c.RegisteredClaims) < st.validFrom || revoked(st.revoked, c.SessionID) {
+		return nil, "", ErrTokenExpired
 	}
 	if !st.enabled {
-		return nil, errUserNotActive
+		return nil, "", errUserNotActive
 	}
-	return &Principal{UserID: uid, TenantID: tid, CustomerID: cid, Authority: c.Scopes[0], Email: c.Subject}, nil
+	return &Principal{UserID: uid, TenantID: tid, CustomerID: cid, Authority: c.Scopes[0], Email: c.Subject}, c.SessionID, nil
 }
 
-// parseRefresh parses a refresh token and returns its user and issue time.
-func (e *Engine) parseRefresh(token string) (uuid.UUID, int64, error) {
+// parseRefresh parses a refresh token and returns its user, issue time and session.
+func (e *Engine) parseRefresh(token string) (uid uuid.UUID, iat int64, session string, err error) {
 	var c refreshClaims
 	if err := e.parseJWT(token, &c); err != nil {
-		return uuid.Nil, 0, err
+		return uuid.Nil, 0, "", err
 	}
 	if len(c.Scopes) == 0 {
-		return uuid.Nil, 0, errRefreshNoScopes
+		return uuid.Nil, 0, "", errRefreshNoScopes
 	}
 	if !slices.Equal(c.Scopes, []string{RefreshScope}) {
-		return uuid.Nil, 0, errRefreshScope
+		return uuid.Nil, 0, "", errRefreshScope
 	}
-	uid, err := uuid.Parse(c.UserID)
-	if err != nil {
-		return uuid.Nil, 0, ErrBadCredentials
+	if uid, err = uuid.Parse(c.UserID); err != nil {
+		return uuid.Nil, 0, "", ErrBadCredentials
 	}
-	return uid, issuedAt(&c.RegisteredClaims), nil
+	return uid, issuedAt(&c.RegisteredClaims), c.SessionID, nil
 }
 
 // issuedAt is the iat claim in unix seconds; a token without one counts as issued at 0.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ const maxGuardEntries = 100_000
 // refuses it while either is locked: in the back end when it counts for every
 // node (storage.LoginGuard: Redis), else on this node.
 func (e *Engine) admitLogin(ctx context.Context, user, addr string) (bool, error) {
-	user = strings.ToLower(strings.TrimSpace(user))
+	user, addr = strings.ToLower(strings.TrimSpace(user)), addrKey(addr)
 	g := storage.LoginGuardOf(e.store)
 	if g == nil {
 		return e.logins.admit(e.now(), user, addr), nil
@@ -32,6 +33,23 @@ func (e *Engine) admitLogin(ctx context.Context, user, addr string) (bool, error
 		keys, limits = append(keys, "a:"+addr), append(limits, e.cfg.LoginMaxAddressFailures)
 	}
 	return g.AdmitLogin(ctx, e.now(), keys, limits, e.cfg.LoginLockout)
+}
+
+// addrKey is what a client address counts as in the per-address budget. An
+// IPv6 address counts by its /64: a single subscriber is routinely given a
+// whole /64, and keyed by full address it would have 2^64 budgets. An IPv4
+// address (also IPv4-mapped) counts whole; what does not parse is kept as it is.
+func addrKey(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64) // cannot fail: an IPv6 address without a zone
+	return p.String()
 }
 
 // userKey names a user name in the back end's login guard: its SHA-256, so
@@ -45,7 +63,7 @@ func userKey(user string) string {
 // loginSucceeded takes back the attempt admitLogin counted and forgets the
 // user's failures.
 func (e *Engine) loginSucceeded(ctx context.Context, user, addr string) error {
-	user = strings.ToLower(strings.TrimSpace(user))
+	user, addr = strings.ToLower(strings.TrimSpace(user)), addrKey(addr)
 	g := storage.LoginGuardOf(e.store)
 	if g == nil {
 		e.logins.success(user, addr)

@@ -70,3 +70,42 @@ func TestLoginLockout(t *testing.T) {
 	te.now = func() time.Time { return time.Now().Add(5*time.Minute + time.Second) }
 	f(DemoTenantAdminEmail, "tenant", "10.0.0.3", nil)
 }
+
+func TestAddrKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7":                "192.0.2.7",
+		"::ffff:192.0.2.7":         "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6":     "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::1":     "2001:db8:1:2::/64",
+		"fe80::1%eth0":             "fe80::/64",
+		"::1":                      "::/64",
+		"":                         "",
+		"not an address":           "not an address",
+		"2001:db8:1:3:3:4:5:6":     "2001:db8:1:3::/64",
+		"2001:0db8:0001:0002::abc": "2001:db8:1:2::/64",
+	} {
+		if got := addrKey(in); got != want {
+			t.Errorf("addrKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLoginLockoutIPv6Prefix: the addresses of one IPv6 /64 share one budget;
+// another /64 has its own.
+func TestLoginLockoutIPv6Prefix(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	te.logins = newLoginGuard(100, 3, 5*time.Minute)
+	f := func(user, addr string, want error) {
+		t.Helper()
+		if _, _, err := te.LoginFrom(ctx, addr, user, "wrong"); err != want {
+			t.Fatalf("LoginFrom(%q, %q) = %v, want %v", addr, user, err, want)
+		}
+	}
+	f("u1@example.com", "2001:db8:1:2::1", ErrBadCredentials)
+	f("u2@example.com", "2001:db8:1:2::2", ErrBadCredentials)
+	f("u3@example.com", "2001:db8:1:2:aaaa:bbbb:cccc:dddd", ErrBadCredentials)
+	f("u4@example.com", "2001:db8:1:2::4", errAccountLocked)
+	f("u4@example.com", "2001:db8:1:3::4", ErrBadCredentials)
+	f("u5@example.com", "192.0.2.1", ErrBadCredentials)
+}

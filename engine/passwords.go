@@ -13,11 +13,17 @@ import (
 	"github.com/sluice-iot/sluice/storage"
 )
 
-// MinPasswordLength is the shortest password accepted (ThingsBoard's default policy).
-const MinPasswordLength = 6
+// MinPasswordLength is the shortest password accepted, in characters, and
+// MaxPasswordBytes the longest, in bytes of UTF-8: bcrypt reads no further
+// (ThingsBoard's default policy says 6 and 72 characters).
+const (
+	MinPasswordLength = 6
+	MaxPasswordBytes  = 72
+)
 
 var (
-	errPasswordTooShort    = Errorf(CodeBadRequestParams, "Password must be at least %d characters long!", MinPasswordLength)
+	// passay's LengthRule text, as ThingsBoard's default policy answers.
+	errPasswordTooShort    = Errorf(CodeBadRequestParams, "Password must be %d or more characters in length.", MinPasswordLength)
 	errCurrentPassword     = &Error{Code: CodeBadRequestParams, Msg: "Current password doesn't match!"}
 	errSamePassword        = &Error{Code: CodeBadRequestParams, Msg: "New password should be different from existing!"}
 	errAlreadyActivated    = &Error{Code: CodeBadRequestParams, Msg: "User is already activated!"}
@@ -32,13 +38,40 @@ func sha256Hex(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// checkNewPassword applies the password policy; bcrypt's 72-byte limit is checked
-// when hashing.
+// checkNewPassword applies the password policy (UserPasswordPolicy). A password of
+// blanks only counts as too short.
 func checkNewPassword(pw string) error {
 	if len([]rune(pw)) < MinPasswordLength || strings.TrimSpace(pw) == "" {
 		return errPasswordTooShort
 	}
+	if len(pw) > MaxPasswordBytes {
+		return errPasswordTooLong
+	}
 	return nil
+}
+
+// PasswordPolicy is ThingsBoard's UserPasswordPolicy (GET
+// /api/noauth/userPasswordPolicy), which clients read to check a password
+// before sending it. Fields Sluice does not enforce are null, as in
+// ThingsBoard's default policy.
+type PasswordPolicy struct {
+	MinimumLength                      int  `json:"minimumLength"`
+	MaximumLength                      int  `json:"maximumLength"`
+	MinimumUppercaseLetters            *int `json:"minimumUppercaseLetters"`
+	MinimumLowercaseLetters            *int `json:"minimumLowercaseLetters"`
+	MinimumDigits                      *int `json:"minimumDigits"`
+	MinimumSpecialCharacters           *int `json:"minimumSpecialCharacters"`
+	AllowWhitespaces                   bool `json:"allowWhitespaces"`
+	ForceUserToResetPasswordIfNotValid bool `json:"forceUserToResetPasswordIfNotValid"`
+	PasswordExpirationPeriodDays       *int `json:"passwordExpirationPeriodDays"`
+	PasswordReuseFrequencyDays         *int `json:"passwordReuseFrequencyDays"`
+}
+
+// UserPasswordPolicy returns the policy checkNewPassword applies. The maximum
+// is in bytes (bcrypt's limit), where ThingsBoard counts characters: the same
+// for ASCII, fewer characters for others.
+func UserPasswordPolicy() PasswordPolicy {
+	return PasswordPolicy{MinimumLength: MinPasswordLength, MaximumLength: MaxPasswordBytes, AllowWhitespaces: true}
 }
 
 // putCreds stores user credentials with the hash of a pending activation token as
@@ -52,6 +85,7 @@ func (e *Engine) putCreds(ctx context.Context, c *userCredentials) error {
 // activation link, a link regenerated as the account was activated, two
 // password changes at once), storage.ErrNotFound when the user was deleted.
 func (e *Engine) writeCreds(ctx context.Context, c *userCredentials, prev *[]byte) error {
+	c.pruneSessions(e.now().Unix())
 	var unique []string
 	if c.ActivateTokenHash != "" {
 		unique = append(unique, activateTokenKey(c.ActivateTokenHash))
@@ -96,9 +130,7 @@ func (e *Engine) ChangePassword(ctx context.Context, p *Principal, current, next
 	if creds.PasswordHash, err = e.hashPassword(next); err != nil {
 		return "", "", err
 	}
-	// iat has whole seconds: tokens of this second may predate the change, so the
-	// new ones start at the next second (issueTokens never issues before it).
-	creds.TokensValidFrom = e.now().Unix() + 1
+	creds.outdateTokens(e.now().Unix())
 	if err := e.writeCreds(ctx, creds, &prev); err != nil {
 		return "", "", changedOrGone(err)
 	}
@@ -128,7 +160,9 @@ func (e *Engine) ActivationToken(ctx context.Context, p *Principal, userID uuid.
 	if err != nil {
 		return "", err
 	}
-	if creds.Enabled || creds.PasswordHash != "" {
+	// The password tells: an administrator may have enabled (or disabled) a
+	// user not activated yet (SetUserCredentialsEnabled).
+	if creds.PasswordHash != "" {
 		return "", errAlreadyActivated
 	}
 	token := randomString(32)
@@ -145,19 +179,9 @@ func (e *Engine) ActivationToken(ctx context.Context, p *Principal, userID uuid.
 // Activate sets the first password of the user an activation token belongs to,
 // enables the account, spends the token and returns a token pair.
 func (e *Engine) Activate(ctx context.Context, token, password string) (access, refresh string, err error) {
-	if token == "" {
-		return "", "", errActivateTokenBad
-	}
-	h := sha256Hex(token)
-	creds, prev, err := lookupLoad[userCredentials](ctx, e, kindUserCreds, activateTokenKey(h))
+	creds, prev, err := e.activateCreds(ctx, token)
 	if err != nil {
-		return "", "", ifNotFound(err, errActivateTokenBad)
-	}
-	if subtle.ConstantTimeCompare([]byte(creds.ActivateTokenHash), []byte(h)) != 1 {
-		return "", "", errActivateTokenBad
-	}
-	if e.now().UnixMilli() >= creds.ActivateExpires {
-		return "", "", errActivateTokenExpire
+		return "", "", err
 	}
 	if err := checkNewPassword(password); err != nil {
 		return "", "", err
@@ -181,4 +205,32 @@ func (e *Engine) Activate(ctx context.Context, token, password string) (access, 
 	}
 	e.evictUserEverywhere(u.ID.ID)
 	return e.issueTokens(u, true, creds.TokensValidFrom)
+}
+
+// CheckActivateToken tells whether an activation token still works (GET
+// /api/noauth/activate), without spending it: nil, or the error Activate
+// would answer ("Unable to find user credentials by activateToken" for an
+// unknown or spent token, "Activation token expired").
+func (e *Engine) CheckActivateToken(ctx context.Context, token string) error {
+	_, _, err := e.activateCreds(ctx, token)
+	return err
+}
+
+// activateCreds loads the credentials an unexpired activation token belongs to.
+func (e *Engine) activateCreds(ctx context.Context, token string) (*userCredentials, []byte, error) {
+	if token == "" {
+		return nil, nil, errActivateTokenBad
+	}
+	h := sha256Hex(token)
+	creds, prev, err := lookupLoad[userCredentials](ctx, e, kindUserCreds, activateTokenKey(h))
+	if err != nil {
+		return nil, nil, ifNotFound(err, errActivateTokenBad)
+	}
+	if subtle.ConstantTimeCompare([]byte(creds.ActivateTokenHash), []byte(h)) != 1 {
+		return nil, nil, errActivateTokenBad
+	}
+	if e.now().UnixMilli() >= creds.ActivateExpires {
+		return nil, nil, errActivateTokenExpire
+	}
+	return creds, prev, nil
 }

@@ -183,3 +183,76 @@ func TestAccountWritesOverWhatTheyRead(t *testing.T) {
 		t.Fatalf("deleted user brought back: %v", err)
 	}
 }
+
+// TestPasswordPolicyMessages: the policy's messages are ThingsBoard's (passay's
+// LengthRule), the maximum counted in bytes, bcrypt's limit.
+func TestPasswordPolicyMessages(t *testing.T) {
+	for _, c := range []struct {
+		pw   string
+		want string
+	}{
+		{"12345", "Password must be 6 or more characters in length."},
+		{"      ", "Password must be 6 or more characters in length."},
+		{"éééééé", ""}, // six characters, twelve bytes
+		{strings.Repeat("a", 72), ""},
+		{strings.Repeat("a", 73), "Password must be no more than 72 characters in length."},
+		{strings.Repeat("é", 37), "Password must be no more than 72 characters in length."}, // 74 bytes
+	} {
+		err := checkNewPassword(c.pw)
+		if got := ""; err != nil {
+			got = err.Error()
+			if got != c.want {
+				t.Errorf("%q: %q, want %q", c.pw, got, c.want)
+			}
+		} else if c.want != "" {
+			t.Errorf("%q accepted, want %q", c.pw, c.want)
+		}
+	}
+	te := newTestEngine(t)
+	_, _, err := te.ChangePassword(context.Background(), te.tenantAdmin(t), "tenant", strings.Repeat("a", 73))
+	if ee, ok := err.(*Error); !ok || ee.Code != CodeBadRequestParams || ee.Msg != "Password must be no more than 72 characters in length." {
+		t.Fatalf("too long a new password: %v", err)
+	}
+	if p := UserPasswordPolicy(); p.MinimumLength != 6 || p.MaximumLength != 72 || !p.AllowWhitespaces {
+		t.Fatalf("policy %+v", p)
+	}
+}
+
+// TestCheckActivateToken: the check tells a usable token from an unknown,
+// spent or expired one, and spends nothing.
+func TestCheckActivateToken(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	u, err := te.SaveUser(ctx, admin, &User{Email: "new@example.com", Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := te.CheckActivateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.CheckActivateToken(ctx, tok); err != nil {
+		t.Fatalf("the check spent the token: %v", err)
+	}
+	for _, bad := range []string{"", "nope", tok + "x"} {
+		if err := te.CheckActivateToken(ctx, bad); err != errActivateTokenBad {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	now := te.now
+	te.now = func() time.Time { return time.Now().Add(24*time.Hour + time.Second) }
+	if err := te.CheckActivateToken(ctx, tok); err != errActivateTokenExpire {
+		t.Errorf("expired: %v", err)
+	}
+	te.now = now
+	if _, _, err := te.Activate(ctx, tok, "password1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.CheckActivateToken(ctx, tok); err != errActivateTokenBad {
+		t.Errorf("spent: %v", err)
+	}
+}

@@ -118,15 +118,19 @@ type User struct {
 // userCredentials holds what authenticates a user; stored under the user's id.
 // Secrets are stored hashed: the password with bcrypt, a pending activation token
 // as its SHA-256 (hex), valid until ActivateExpires (unix ms). JWTs issued (iat,
-// unix seconds) before TokensValidFrom are outdated.
+// unix seconds) before TokensValidFrom are outdated, and so are those of a
+// session in RevokedSessions (logged out): session id → unix seconds after which
+// no token of it can be valid any more, when the entry may go. The record is
+// shared by every node, so a logout holds on all of them.
 type userCredentials struct {
-	UserID            uuid.UUID `json:"userId"`
-	TenantID          uuid.UUID `json:"tenantId"`
-	Enabled           bool      `json:"enabled"`
-	PasswordHash      string    `json:"password"`
-	ActivateTokenHash string    `json:"activateTokenHash,omitempty"`
-	ActivateExpires   int64     `json:"activateExpires,omitempty"`
-	TokensValidFrom   int64     `json:"tokensValidFrom,omitempty"`
+	UserID            uuid.UUID        `json:"userId"`
+	TenantID          uuid.UUID        `json:"tenantId"`
+	Enabled           bool             `json:"enabled"`
+	PasswordHash      string           `json:"password"`
+	ActivateTokenHash string           `json:"activateTokenHash,omitempty"`
+	ActivateExpires   int64            `json:"activateExpires,omitempty"`
+	TokensValidFrom   int64            `json:"tokensValidFrom,omitempty"`
+	RevokedSessions   map[string]int64 `json:"revokedSessions,omitempty"`
 }
 
 // Provision types of a device profile (compat §4).

@@ -231,6 +231,40 @@ func (e *Engine) DeleteUser(ctx context.Context, p *Principal, id uuid.UUID) err
 	return e.removeUser(ctx, u)
 }
 
+var errSysadminSelfDisable = &Error{Code: CodePermissionDenied, Msg: "Sysadmin is not allowed to disable himself"}
+
+// SetUserCredentialsEnabled enables or disables the login of a user p manages
+// (ThingsBoard's POST /api/user/{userId}/userCredentialsEnabled). A disabled
+// user cannot log in, refresh, or use its tokens or API keys ("User account is
+// not active"). Disabling also outdates every token issued so far, as
+// ThingsBoard's UserCredentialsInvalidationEvent does, so enabling the user
+// again does not bring them back: it logs in anew. Its API keys, which are
+// not tokens, work again. ThingsBoard lets a system administrator disable
+// itself; Sluice refuses it, as it refuses deleting itself, since the last
+// one would lock every administrator out.
+func (e *Engine) SetUserCredentialsEnabled(ctx context.Context, p *Principal, id uuid.UUID, enabled bool) error {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return err
+	}
+	u, err := getRecord[User](ctx, e, kindUser, id)
+	if err != nil {
+		return notFound(err)
+	}
+	if !canManageUser(p, u) {
+		return ErrPermissionDenied
+	}
+	if p.Authority == SysAdmin && id == p.UserID && !enabled {
+		return errSysadminSelfDisable
+	}
+	return e.updateCreds(ctx, id, func(c *userCredentials) error {
+		if !enabled && c.Enabled {
+			c.outdateTokens(e.now().Unix())
+		}
+		c.Enabled = enabled
+		return nil
+	})
+}
+
 // removeUser deletes u's API keys, credentials and record, in that order, so an
 // interrupted delete leaves a user that can be deleted again.
 func (e *Engine) removeUser(ctx context.Context, u *User) error {

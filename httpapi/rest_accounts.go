@@ -113,3 +113,23 @@ func (s *Server) activationLink(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	ctx.SetContentType("text/plain; charset=utf-8")
 	ctx.SetBodyString(scheme + string(ctx.Host()) + "/api/noauth/activate?activateToken=" + token)
 }
+
+// setUserCredentialsEnabled enables or disables a user's login; the query
+// parameter userCredentialsEnabled defaults to true, as in ThingsBoard.
+func (s *Server) setUserCredentialsEnabled(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "userId")
+	if !ok {
+		return
+	}
+	enabled := true
+	switch raw := string(ctx.QueryArgs().Peek("userCredentialsEnabled")); raw {
+	case "", "true":
+	case "false":
+		enabled = false
+	default:
+		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+			"Failed to convert value of type 'java.lang.String' to required type 'boolean'; Invalid boolean value ["+raw+"]")
+		return
+	}
+	s.done(ctx, s.eng.SetUserCredentialsEnabled(s.ctx, p, id, enabled))
+}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -23,6 +24,9 @@ func (s *Server) authRoutes(r *router.Router) {
 	r.POST("/api/auth/logout", s.authed(s.logout))
 	r.POST("/api/auth/changePassword", s.authed(s.changePassword))
 	r.POST("/api/noauth/activate", s.activate)
+	r.GET("/api/noauth/activate", s.checkActivateToken)
+	r.GET("/api/noauth/userPasswordPolicy", s.passwordPolicy)
+	r.POST("/api/noauth/resetPasswordByEmail", s.resetPasswordByEmail)
 	s.apiKeyRoutes(r)
 }
 
@@ -31,11 +35,7 @@ func (s *Server) authRoutes(r *router.Router) {
 // "Bearer <jwt>" or "ApiKey <key>".
 func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		header := ctx.Request.Header.Peek("X-Authorization")
-		if len(bytes.TrimSpace(header)) == 0 {
-			header = ctx.Request.Header.Peek("Authorization")
-		}
-		p, err := s.eng.Authenticate(s.ctx, string(header))
+		p, err := s.eng.Authenticate(s.ctx, authHeader(ctx))
 		if err != nil {
 			// The reason only: never the header, which holds the credential.
 			s.log.Debug("authentication refused", "route", route(ctx), "client", s.clientAddr(ctx), "reason", err.Error())
@@ -47,6 +47,16 @@ func (s *Server) authed(h func(ctx *fasthttp.RequestCtx, p *engine.Principal)) f
 		}
 		h(ctx, p)
 	}
+}
+
+// authHeader is the credential of a request: X-Authorization, or
+// Authorization when that is blank.
+func authHeader(ctx *fasthttp.RequestCtx) string {
+	header := ctx.Request.Header.Peek("X-Authorization")
+	if len(bytes.TrimSpace(header)) == 0 {
+		header = ctx.Request.Header.Peek("Authorization")
+	}
+	return string(header)
 }
 
 type loginRequest struct {
@@ -135,8 +145,59 @@ func (s *Server) respondPair(ctx *fasthttp.RequestCtx, access, refresh string, e
 	s.writeJSON(ctx, engine.JWTPair{Token: access, RefreshToken: refresh})
 }
 
-// logout only answers 200: ThingsBoard keeps no server-side session either.
-func (s *Server) logout(ctx *fasthttp.RequestCtx, _ *engine.Principal) {}
+// logout ends the session of the caller's access token on every node, as
+// ThingsBoard outdates it: its access and refresh tokens stop working, the
+// user's other sessions go on. With an API key it only answers 200.
+func (s *Server) logout(ctx *fasthttp.RequestCtx, _ *engine.Principal) {
+	s.done(ctx, s.eng.Logout(s.ctx, authHeader(ctx)))
+}
+
+// activateTokenInfo answers GET /api/noauth/activate for a usable token.
+type activateTokenInfo struct {
+	ActivateToken string `json:"activateToken"`
+	Message       string `json:"message"`
+}
+
+// checkActivateToken is where the link of GET /api/user/{id}/activationLink
+// leads. ThingsBoard answers 303 to its login UI's "create password" page (or
+// to /activationLinkExpired) and 409 for an unknown token. Sluice has no login
+// UI to send the browser to, so a usable token is 200 with JSON saying how to
+// set the password (a redirect would lose the token or land on a page that
+// cannot use it), and an unknown, spent or expired one is 409 with the JSON
+// error body and the message POST would answer. The token is not spent here.
+func (s *Server) checkActivateToken(ctx *fasthttp.RequestCtx) {
+	token := string(ctx.QueryArgs().Peek("activateToken"))
+	if err := s.eng.CheckActivateToken(s.ctx, token); err != nil {
+		var ee *engine.Error
+		if errors.As(err, &ee) && ee.Code == engine.CodeBadRequestParams {
+			writeError(ctx, fasthttp.StatusConflict, ee.Code, ee.Msg)
+			return
+		}
+		s.fail(ctx, err)
+		return
+	}
+	s.writeJSON(ctx, activateTokenInfo{ActivateToken: token,
+		Message: `To activate the account, POST {"activateToken","password"} to /api/noauth/activate`})
+}
+
+// passwordPolicy answers ThingsBoard's UserPasswordPolicy with Sluice's limits.
+func (s *Server) passwordPolicy(ctx *fasthttp.RequestCtx) {
+	s.writeJSON(ctx, engine.UserPasswordPolicy())
+}
+
+// resetPasswordByEmail answers 200 whatever the e-mail, as ThingsBoard does so
+// as not to tell which users exist, and does nothing else: Sluice sends no
+// mail, and a reset token that no mail carries could reach nobody (ThingsBoard
+// offers no reset link to an administrator). An administrator sets a
+// forgotten password by deleting and re-creating the user, or the user
+// changes it while logged in. The body is still read, so a malformed one is
+// refused as ThingsBoard refuses it.
+func (s *Server) resetPasswordByEmail(ctx *fasthttp.RequestCtx) {
+	var req struct {
+		Email string `json:"email"`
+	}
+	s.readJSON(ctx, &req)
+}
 
 func methodNotSupported(ctx *fasthttp.RequestCtx) {
 	writeError(ctx, fasthttp.StatusUnauthorized, engine.CodeAuthentication, "Authentication method not supported")

@@ -140,8 +140,10 @@ func TestCurrentUserAndLogout(t *testing.T) {
 		t.Errorf("tenant admin customerId: %s", body)
 	}
 
-	if out := n.expect("POST", "/api/auth/logout", n.tenant(), nil, 200, ""); len(out) != 0 {
+	tenant := n.tenant()
+	if out := n.expect("POST", "/api/auth/logout", tenant, nil, 200, ""); len(out) != 0 {
 		t.Errorf("logout body: %s", out)
 	}
+	n.expect("GET", "/api/auth/user", tenant, nil, 401, "Token has expired") // see TestLogoutOutdatesSession
 	n.expect("POST", "/api/auth/logout", "", nil, 401, "Authentication failed")
 }

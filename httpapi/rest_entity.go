@@ -61,6 +61,7 @@ func (s *Server) entityRoutes(r *router.Router) {
 	r.GET("/api/users/list", s.authed(byIDs(s, "userIds", s.eng.UsersByIDs)))
 	r.DELETE("/api/user/{userId}", s.authed(s.deleteUser))
 	r.GET("/api/user/{userId}/activationLink", s.authed(s.activationLink))
+	r.POST("/api/user/{userId}/userCredentialsEnabled", s.authed(s.setUserCredentialsEnabled))
 }
 
 func (s *Server) saveDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {

@@ -30,7 +30,7 @@ func TestPasswordChangeOutdatesTokens(t *testing.T) {
 	}
 	cp("wrong", "newpass1", 400, "Current password doesn't match!")
 	cp("tenant", "tenant", 400, "New password should be different from existing!")
-	cp("tenant", "abc", 400, "Password must be at least 6 characters long!")
+	cp("tenant", "abc", 400, "Password must be 6 or more characters in length.")
 	n.expect("POST", "/api/auth/changePassword", "", map[string]string{"currentPassword": "tenant", "newPassword": "x"}, 401, "")
 	n.expect("GET", "/api/auth/user", auth, nil, 200, "")
 
@@ -230,7 +230,7 @@ func TestActivationOverHTTP(t *testing.T) {
 		return n.expect("POST", "/api/noauth/activate", "", map[string]string{"activateToken": tok, "password": pw}, status, msg)
 	}
 	act("nope", "password1", 400, "")
-	act(token, "short", 400, "Password must be at least 6 characters long!")
+	act(token, "short", 400, "Password must be 6 or more characters in length.")
 	p := n.pair(act(token, "password1", 200, ""))
 	act(token, "password2", 400, "") // single use
 	var me engine.User
