@@ -12,6 +12,7 @@ var (
 	batchDuration     = metrics.NewHistogram(`sluice_ingest_commit_duration_seconds`)
 	spoolDelivered    = metrics.NewCounter(`sluice_spool_delivered_rows_total`)
 	spoolDeliverError = metrics.NewCounter(`sluice_spool_delivery_errors_total`)
-	spoolDamaged      = metrics.NewCounter(`sluice_spool_damaged_segments_total`) // found at start: records after damage are not delivered
+	spoolDamaged      = metrics.NewCounter(`sluice_spool_damaged_segments_total`) // found at start: the records in damaged bytes are not delivered
+	spoolDeadLetter   = metrics.NewCounter(`sluice_spool_dead_letter_rows_total`) // refused by the history store for themselves, moved to a dead-letter file
 	spoolFull         = metrics.NewCounter(`sluice_points_rejected_total{reason="spool_full"}`)
 )

@@ -44,10 +44,12 @@ type SpoolConfig struct {
 	// Dir is the spool's folder.
 	Dir string
 	// MaxBytes caps the spool's log from each lane's oldest undelivered record
-	// on; past it Write fails with ErrSpoolFull (default 1 GiB). It bounds the
-	// disk, not only the undelivered rows: a lane that cannot deliver keeps
-	// every segment from its position on, the other lanes' delivered records
-	// included, so the folder holds at most MaxBytes and one segment more.
+	// on: a write that would pass it fails with ErrSpoolFull (default 1 GiB),
+	// unless the spool is empty (Spool.room). It bounds the disk, not only the
+	// undelivered rows: a lane that cannot deliver keeps every segment from its
+	// position on, the other lanes' delivered records included, so the folder
+	// holds at most MaxBytes and one segment more (or one write larger than
+	// MaxBytes, taken by an empty spool, and a segment).
 	MaxBytes int64
 	// BatchRows is how many rows make the drainer deliver at once (default 100000:
 	// on ClickHouse 18.16 an insert costs 10-20 ms whatever its size, so 10,000-row
@@ -105,6 +107,10 @@ type Spool struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	delivered atomic.Int64 // rows delivered since start, for tests and metrics
+	// taken counts the deliveries the sink took, parts of a record included
+	// (deliverApart).
+	taken  atomic.Uint64
+	deadMu sync.Mutex // one dead-letter file written at a time
 }
 
 // lane is one shard of the spool: a device's records always go to the same lane,
@@ -153,6 +159,13 @@ type lane struct {
 	// Back to BatchRows after a success.
 	repeatBelow uint64
 	shrink      int
+	// stuck is one past the sequence number of the record whose deliveries
+	// of it alone the sink refused in a row, not for being unavailable (0:
+	// none); stuckTries counts them, stuckTaken is Spool.taken at the first.
+	// See refusedTries.
+	stuck      uint64
+	stuckTries int
+	stuckTaken uint64
 
 	// pending holds the verdicts of records written by WritePending, by
 	// sequence number, from just before their commit until Resolve says all
@@ -227,9 +240,9 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 	return s, nil
 }
 
-// recover reads what a previous process left: every segment up to its torn tail,
-// if any, counting the records the lanes have not delivered; then it makes the
-// lanes and starts a new segment for this process's writes.
+// recover reads what a previous process left: every segment, counting the
+// records the lanes have not delivered, and passing over damage (checkTail);
+// then it makes the lanes and starts a new segment for this process's writes.
 func (s *Spool) recover() error {
 	var err error
 	if s.done, err = openCursors(s.cfg.Dir); err != nil {
@@ -248,14 +261,20 @@ func (s *Spool) recover() error {
 		return err
 	}
 	var base int64
-	for _, id := range ids {
-		f, err := os.Open(filepath.Join(s.cfg.Dir, segName(id)))
+	var next uint64 // one past the last record's sequence number, in log order
+	for i, id := range ids {
+		newest := i == len(ids)-1
+		flag := os.O_RDONLY
+		if newest {
+			flag = os.O_RDWR // for cutting off a torn tail
+		}
+		f, err := os.OpenFile(filepath.Join(s.cfg.Dir, segName(id)), flag, 0)
 		if err != nil {
 			return err
 		}
 		seg := &segment{id: id, f: f, base: base}
 		s.segs = append(s.segs, seg)
-		valid, err := scanSegment(f, func(h recHeader, payload []byte) error {
+		sc, err := scanSegment(f, next, func(h recHeader, payload []byte) error {
 			s.seq = max(s.seq, h.seq+1)
 			if h.seq < done[h.lane] {
 				return nil
@@ -273,13 +292,15 @@ func (s *Spool) recover() error {
 		if err != nil {
 			return err
 		}
-		if err := s.checkTail(seg, valid); err != nil {
+		next = sc.next
+		if err := s.checkTail(seg, sc, newest); err != nil {
 			return err
 		}
-		seg.size = valid
-		seg.durable.Store(valid)
+		seg.holes = sc.holes
+		seg.size = sc.end
+		seg.durable.Store(sc.end)
 		seg.sealed.Store(true)
-		base += valid
+		base += sc.end
 	}
 	shards, err := s.shardCount(lanes)
 	if err != nil {
@@ -291,11 +312,11 @@ func (s *Spool) recover() error {
 		l.last.Store(last[k])
 		s.lanes = append(s.lanes, l)
 	}
-	next := uint64(1)
+	nextID := uint64(1)
 	if len(ids) > 0 {
-		next = ids[len(ids)-1] + 1
+		nextID = ids[len(ids)-1] + 1
 	}
-	if err := s.startSegment(next); err != nil {
+	if err := s.startSegment(nextID); err != nil {
 		return err
 	}
 	first := s.segs[0].id
@@ -306,58 +327,53 @@ func (s *Spool) recover() error {
 	return nil
 }
 
-// checkTail tells apart, in a segment whose records stop checking out at
-// valid, a write cut off by a crash from damage. A cut-off write was never
-// acknowledged: nothing after it is a record. Damage (a flipped bit, a lost
-// block) is followed by records that still check out, acknowledged ones among
-// them. Those are not delivered (the lanes read a segment up to its first bad
-// record), so the segment is kept aside under another name for whoever
-// recovers it by hand, and the start says so loudly instead of passing over
-// them in silence. (A cut-off write whose later pages reached the disk before
-// its earlier ones looks like damage too; its copy then holds nothing that was
+// checkTail tells apart, in a segment scanned at recovery, a write cut off by
+// a crash from damage. Only the newest segment can end in a cut-off write,
+// which was never acknowledged: it is cut off the file (and the cut synced),
+// so that the segment, no longer the newest at the next start, does not look
+// damaged then. Every other segment was whole and synced when the next one
+// was started (Spool.rotate), so bytes that do not check out at its end are
+// damage, as are those before records that do (segScan.holes) in any segment.
+// The records in damaged bytes are lost, the others are delivered; the
+// segment is kept aside under another name for whoever recovers the damaged
+// bytes by hand, and the start says so loudly instead of passing over them in
+// silence. (A cut-off write whose later pages reached the disk before its
+// earlier ones looks like damage too; its copy then holds nothing that was
 // acknowledged.)
-func (s *Spool) checkTail(seg *segment, valid int64) error {
-	st, err := seg.f.Stat()
-	if err != nil || st.Size() <= valid {
-		return err
-	}
-	rest := make([]byte, st.Size()-valid)
-	if _, err := seg.f.ReadAt(rest, valid); err != nil {
-		return err
-	}
-	at := nextRecord(rest, s.seq)
+func (s *Spool) checkTail(seg *segment, sc segScan, newest bool) error {
 	path := filepath.Join(s.cfg.Dir, segName(seg.id))
-	if at < 0 {
-		s.log.Warn("telemetry spool: a write cut off by a crash ends a segment; it was never acknowledged",
-			"segment", path, "offset", valid, "bytes", len(rest))
+	damage := sc.holes
+	if sc.end < sc.size {
+		if !newest {
+			damage = append(slices.Clip(damage), span{sc.end, sc.size})
+		} else {
+			s.log.Warn("telemetry spool: a write cut off by a crash ends the newest segment; it was never acknowledged, and is cut off",
+				"segment", path, "offset", sc.end, "bytes", sc.size-sc.end)
+			// A damaged segment's copy (below) is the same file: it loses
+			// this tail too, which holds nothing acknowledged.
+			if err := seg.f.Truncate(sc.end); err != nil {
+				return fmt.Errorf("cannot cut the torn tail off segment %s: %w", path, err)
+			}
+			if err := syncData(seg.f); err != nil {
+				return fmt.Errorf("cannot cut the torn tail off segment %s: %w", path, err)
+			}
+		}
+	}
+	if len(damage) == 0 {
 		return nil
 	}
 	spoolDamaged.Inc()
 	kept := path + ".damaged"
 	if err := os.Link(path, kept); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("segment %s is damaged at offset %d and cannot be kept aside: %w", path, valid, err)
+		return fmt.Errorf("segment %s is damaged at %v and cannot be kept aside: %w", path, damage, err)
 	}
-	s.log.Error("telemetry spool: a segment is damaged; the records after the damage are not delivered, and a copy is kept",
-		"segment", path, "damagedAt", valid, "recordsFrom", valid+int64(at), "bytesNotDelivered", len(rest), "copy", kept)
+	var lost int64
+	for _, d := range damage {
+		lost += d.to - d.from
+	}
+	s.log.Error("telemetry spool: a segment is damaged; the records in the damaged bytes are not delivered (those after them are), and a copy is kept",
+		"segment", path, "damaged", fmt.Sprint(damage), "bytesNotDelivered", lost, "copy", kept)
 	return nil
-}
-
-// nextRecord is the offset in b of the first record that checks out, with a
-// sequence number from minSeq on (records follow one another in sequence), or
-// -1. Random bytes pass the lane and sequence tests rarely, so the checksum is
-// seldom computed.
-func nextRecord(b []byte, minSeq uint64) int {
-	for off := 0; off+recHeaderLen <= len(b); off++ {
-		h, err := parseHeader(b[off : off+recHeaderLen])
-		if err != nil || int(h.lane) >= maxShards || h.seq < minSeq || h.seq-minSeq > 1<<32 ||
-			h.n > len(b)-off-recHeaderLen {
-			continue
-		}
-		if crc32.Checksum(b[off+recHeaderLen:off+recHeaderLen+h.n], castagnoli) == h.crc {
-			return off
-		}
-	}
-	return -1
 }
 
 // shardCount returns the number of lanes: the one configured, unless records
@@ -478,10 +494,10 @@ func (s *Spool) shardOf(id uuid.UUID) int {
 // Write appends rows durably: one record per lane that the rows' devices map to,
 // all in one append and one sync. Every row is delivered as a possible repeat of
 // a point written before, unless WritePending and Resolve say otherwise. It
-// returns ErrSpoolFull when the spool is Full, and storage.ErrUnavailable after
-// Close.
+// returns ErrSpoolFull when the spool is Full or the rows would pass MaxBytes
+// (Spool.room), and storage.ErrUnavailable after Close.
 func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
-	_, err := s.write(rows, false, 0)
+	_, err := s.write(rows, false, 0, nil)
 	return err
 }
 
@@ -492,14 +508,14 @@ func (s *Spool) Write(_ context.Context, rows []storage.Row) error {
 // left behind when it stopped, or written while a lane holds maxPending verdicts
 // already, go as Write's do.
 func (s *Spool) WritePending(_ context.Context, rows []storage.Row) (Pending, error) {
-	return s.write(rows, true, 0)
+	return s.write(rows, true, 0, nil)
 }
 
 // WritePendingAt is WritePending with the rows' versions taken from base on,
 // as RowVersions numbers them: the caller knows them before the write, and the
 // latest store can tell them from a delete's (Spooled.Write).
 func (s *Spool) WritePendingAt(_ context.Context, rows []storage.Row, base uint64) (Pending, error) {
-	return s.write(rows, true, base)
+	return s.write(rows, true, base, nil)
 }
 
 // RowVersions is the version each of rows gets in a write from base: a lane's
@@ -568,7 +584,10 @@ type part struct {
 	crc        uint32
 }
 
-func (s *Spool) write(rows []storage.Row, pending bool, base uint64) (Pending, error) {
+// write appends rows as records, as Write and WritePending say. appended, if
+// not nil, is called once the records are appended and before their sync: a
+// write refused (full, closed, failed, no space left) returns before it.
+func (s *Spool) write(rows []storage.Row, pending bool, base uint64, appended func()) (Pending, error) {
 	var p Pending
 	if len(rows) == 0 {
 		return p, nil
@@ -644,6 +663,10 @@ func (s *Spool) write(rows []storage.Row, pending bool, base uint64) (Pending, e
 		s.wmu.Unlock()
 		return p, err
 	}
+	if !s.room(int64(len(buf))) {
+		s.wmu.Unlock()
+		return p, ErrSpoolFull
+	}
 	if s.active.size > 0 && s.active.size+int64(len(buf)) > segmentBytes {
 		if err := s.rotate(); err != nil {
 			s.wmu.Unlock()
@@ -671,8 +694,13 @@ func (s *Spool) write(rows []storage.Row, pending bool, base uint64) (Pending, e
 		}
 	}
 	// A failed write leaves size where it was: the next write overwrites what
-	// it left, and recovery stops at a partial record anyway.
+	// it left, and the rest is cut off (here if it can be, else at the
+	// rotation or at the next start), so that no record of a refused write is
+	// found after a later one.
 	_, err := seg.f.WriteAt(buf, seg.size)
+	if err != nil {
+		seg.f.Truncate(seg.size)
+	}
 	if err == nil {
 		// Counted with the append, under wmu: a lane that finds no rows under
 		// it knows none of its records lies ahead (lane.skip).
@@ -693,6 +721,9 @@ func (s *Spool) write(rows []storage.Row, pending bool, base uint64) (Pending, e
 	end := seg.size
 	s.wmu.Unlock()
 	if err == nil {
+		if appended != nil {
+			appended()
+		}
 		err = s.sync(seg, end)
 	}
 	if err != nil {
@@ -737,8 +768,8 @@ func (s *Spool) Failed() error {
 }
 
 // Writable tells why a Write would be refused before it touches anything:
-// the spool is full, closed or failed. Spooled checks it before it updates
-// the latest values, which a refused write must not change.
+// the spool is full, closed or failed. (A write can still be refused after
+// it: it may not fit, or the disk may be full.)
 func (s *Spool) Writable() error {
 	if s.Full() {
 		return ErrSpoolFull
@@ -751,6 +782,12 @@ func (s *Spool) Writable() error {
 // rotate syncs and seals the active segment and starts the next; under wmu.
 func (s *Spool) rotate() error {
 	old := s.active
+	// What a failed write left past the end goes first: a sealed segment must
+	// end with its last record, since recovery takes anything after it for
+	// damage (checkTail).
+	if err := old.f.Truncate(old.size); err != nil {
+		return err
+	}
 	if err := syncData(old.f); err != nil {
 		if s.syncErr.CompareAndSwap(nil, &err) {
 			s.log.Error("telemetry spool: fsync failed; refusing writes until restart", "err", err)
@@ -810,6 +847,27 @@ func (s *Spool) Full() bool {
 		}
 	}
 	return false
+}
+
+// room tells whether a write of n bytes keeps the spool within MaxBytes,
+// measured as Full does; under wmu, so that the writes that each found the
+// spool below the limit (Full, before the lock) do not pass it together, nor
+// one large write by far. An empty spool (no lane has rows to deliver) takes
+// any write, as it did before this check: a request or group commit larger
+// than MaxBytes would otherwise be refused forever, whatever the history
+// store does, and a client retrying it would get 503 for good.
+func (s *Spool) room(n int64) bool {
+	empty := true
+	end := s.end.Load() + n
+	for _, l := range s.lanes {
+		if l.rows.Load() > 0 {
+			empty = false
+			if end-max(l.posAt.Load(), l.first.Load()) > s.cfg.MaxBytes {
+				return false
+			}
+		}
+	}
+	return empty || s.bytes.Load()+n <= s.cfg.MaxBytes
 }
 
 // split groups rows by lane, keeping their order: byLane[k] lists the indexes of
@@ -1004,15 +1062,39 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		l.posSeg.Store(pos.seg)
 		return 0, held, nil
 	}
-	if err := s.sink.WriteHistory(context.Background(), rows, repeat, vers); err != nil {
+	err = s.sink.WriteHistory(context.Background(), rows, repeat, vers)
+	var dead []int
+	if err != nil && len(seqs) == 1 && !errors.Is(err, storage.ErrUnavailable) {
+		if l.stuck != seqs[0]+1 {
+			l.stuck, l.stuckTries, l.stuckTaken = seqs[0]+1, 0, s.taken.Load()
+		}
+		if l.stuckTries++; l.stuckTries >= refusedTries {
+			dead, err = s.deliverApart(l, seqs[0], rows, repeat, vers, err)
+		}
+	}
+	if err != nil {
 		spoolDeliverError.Inc()
 		l.repeatBelow = max(l.repeatBelow, seqs[len(seqs)-1]+1)
 		l.shrink++
+		if len(seqs) > 1 || errors.Is(err, storage.ErrUnavailable) {
+			l.stuck = 0 // refusals in a row of that record alone only
+		}
 		return 0, held, err
 	}
-	spoolDelivered.Add(len(rows))
+	s.taken.Add(1)
+	l.stuck = 0
+	stored := rows
+	if len(dead) > 0 {
+		stored = make([]storage.Row, 0, len(rows)-len(dead))
+		for i := range rows {
+			if !slices.Contains(dead, i) {
+				stored = append(stored, rows[i])
+			}
+		}
+	}
+	spoolDelivered.Add(len(stored))
 	if s.cfg.Tally != nil {
-		s.cfg.Tally.Stored(rows)
+		s.cfg.Tally.Stored(stored)
 	}
 	l.shrink = 0
 	s.setPos(l, pos)
@@ -1027,11 +1109,132 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 	l.pendMu.Unlock()
 	s.bytes.Add(-bytes)
 	l.rows.Add(-int64(len(rows)))
-	s.delivered.Add(int64(len(rows)))
+	s.delivered.Add(int64(len(stored)))
 	if l.posSeg.Swap(pos.seg) != pos.seg {
 		s.removeSegments()
 	}
 	return len(rows), held, nil
+}
+
+// refusedTries is how many deliveries of one record in a row the sink must
+// refuse, not for being unavailable, before the spool delivers its rows apart
+// and moves those refused alone to a dead-letter file (deliverApart). The
+// lane has retried with backoff and halved its deliveries down to that record
+// before (lane.shrink), so a refusal for size has been dealt with; three more
+// refusals at up to 5 s apart give a passing server error (a memory limit,
+// too many parts) its chances, and a single one would send a record apart
+// that a passing refusal met just when the lane got down to it. More would
+// only hold the lane, and every lane's writes once it keeps MaxBytes, longer
+// for a row that never gets in. Sending apart moves rows only while the sink
+// takes others (deliverApart), so a sink that refuses everything for a while
+// moves none however long it lasts.
+const refusedTries = 3
+
+// deadLetterPrefix starts the names of the dead-letter files in the spool's
+// folder; what follows is no segment number, so the log never takes one of
+// them for its own (listSegments).
+const deadLetterPrefix = "deadletter-"
+
+// deliverApart delivers the rows of the lane's record seq, which the sink
+// refused refusedTries times in a row (refusal is its last answer), in
+// halves, and halves of the refused halves, down to single rows, and moves
+// the rows it refuses alone to a dead-letter file: one row the history store
+// never takes no longer holds up its lane for good, nor, once the lane keeps
+// MaxBytes of log, every write of the node. It returns their indexes in rows.
+// A refusal counts as the row's only if the sink took other rows meanwhile
+// (other parts of the record, or any lane's delivery since the record's first
+// refusal): a sink that takes nothing (a read-only or missing table, a full
+// disk) would have every row look refused, so then the record stays and is
+// retried as before, with refusal. Parts delivered before a failure go again
+// with the record, as possible repeats (lane.repeatBelow); parts go out of
+// order, which the rows' versions make harmless.
+func (s *Spool) deliverApart(l *lane, seq uint64, rows []storage.Row, repeat []bool, vers []uint64, refusal error) ([]int, error) {
+	var dead []int
+	if err := s.isolate(l, rows, repeat, vers, 0, len(rows), &dead); err != nil {
+		return nil, err
+	}
+	if len(dead) == 0 {
+		return nil, nil // every part got in
+	}
+	if s.taken.Load() == l.stuckTaken {
+		return nil, refusal // a record of one row, and nothing else got in
+	}
+	path, err := s.deadLetter(l.shard, seq, rows, vers, dead)
+	if err != nil {
+		s.log.Error("telemetry spool: cannot write a dead-letter file; the rows stay in the spool", "err", err)
+		return nil, refusal
+	}
+	spoolDeadLetter.Add(len(dead))
+	s.log.Error("telemetry spool: the history store keeps refusing rows while it takes others; they are moved to a dead-letter file and their lane goes on",
+		"file", path, "rows", len(dead), "shard", l.shard, "record", seq, "err", refusal)
+	return dead, nil
+}
+
+// isolate delivers rows[lo:hi], which the sink refused together, in two
+// halves, looks into each refused one the same way, and adds to dead the
+// rows it refuses alone. It gives up with the sink's error when the sink is
+// unavailable, or refuses both halves while it has taken nothing since the
+// record's first refusal (deliverApart).
+func (s *Spool) isolate(l *lane, rows []storage.Row, repeat []bool, vers []uint64, lo, hi int, dead *[]int) error {
+	if hi-lo == 1 {
+		*dead = append(*dead, lo)
+		return nil
+	}
+	mid := lo + (hi-lo)/2
+	var errs [2]error
+	for i, p := range [2][2]int{{lo, mid}, {mid, hi}} {
+		err := s.sink.WriteHistory(context.Background(), rows[p[0]:p[1]], repeat[p[0]:p[1]], vers[p[0]:p[1]])
+		if errors.Is(err, storage.ErrUnavailable) {
+			return err
+		}
+		if err == nil {
+			s.taken.Add(1)
+		}
+		errs[i] = err
+	}
+	if errs[0] != nil && errs[1] != nil && s.taken.Load() == l.stuckTaken {
+		return errs[0]
+	}
+	if errs[0] != nil {
+		if err := s.isolate(l, rows, repeat, vers, lo, mid, dead); err != nil {
+			return err
+		}
+	}
+	if errs[1] != nil {
+		return s.isolate(l, rows, repeat, vers, mid, hi, dead)
+	}
+	return nil
+}
+
+// deadLetter writes rows[i] for each i in dead to a new dead-letter file in
+// the spool's folder, synced, its name too, and returns its path. The file is
+// a segment in the log's format, each row a record with the lane and sequence
+// number of the record it came from and its own version, so a replay reads it
+// as the log (scanSegment, decodeVersioned).
+func (s *Spool) deadLetter(lane byte, seq uint64, rows []storage.Row, vers []uint64, dead []int) (string, error) {
+	var enc recordEncoder
+	var buf []byte
+	for _, i := range dead {
+		start := len(buf)
+		buf = enc.append(append(buf, make([]byte, recHeaderLen)...), rows, []int32{int32(i)}, vers[i])
+		putHeader(buf[start:], lane, seq, crc32.Checksum(buf[start+recHeaderLen:], castagnoli))
+	}
+	s.deadMu.Lock()
+	defer s.deadMu.Unlock()
+	path := filepath.Join(s.cfg.Dir, deadLetterPrefix+time.Now().UTC().Format("20060102T150405.000000000Z")+segSuffix)
+	// Appended to, should two get the same name: each write is whole records.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(buf)
+	if err == nil {
+		err = syncData(f)
+	}
+	if err := errors.Join(err, f.Close()); err != nil {
+		return "", err
+	}
+	return path, syncDir(s.cfg.Dir)
 }
 
 // FlushEntity delivers what the spool took for the entity's lane before the

@@ -35,19 +35,24 @@ func swapFile(t *testing.T, s *Spool, name string) func() {
 }
 
 // TestSpoolDiskFull: no space left for the append is a 503 (storage
-// unavailable), not a 500, and writes go on once there is space again.
+// unavailable), not a 500, that leaves the latest values untouched, and
+// writes go on once there is space again.
 func TestSpoolDiskFull(t *testing.T) {
 	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), FlushInterval: time.Hour}, newMemSink())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	w := &Spooled{Spool: s, LatestStore: &memLatest{}}
+	latest := &memLatest{}
+	w := &Spooled{Spool: s, LatestStore: latest}
 	restore := swapFile(t, s, "/dev/full")
 	if err := w.Write(context.Background(), testRows(uuid.New(), 0, 10)); !errors.Is(err, storage.ErrUnavailable) {
 		t.Fatalf("append to a full disk: %v, want storage unavailable", err)
 	}
 	restore()
+	if n := latest.count(); n != 0 {
+		t.Fatalf("a write refused for a full disk changed %d latest values", n)
+	}
 	if err := w.Write(context.Background(), testRows(uuid.New(), 0, 10)); err != nil {
 		t.Fatalf("after space returns: %v", err)
 	}

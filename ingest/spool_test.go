@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -683,8 +684,9 @@ func segments(t *testing.T, dir string) []uint64 {
 }
 
 // TestSpoolTornTail: a crash in the middle of an append leaves a partial record
-// at the end of the log; the next start delivers every record before it, ignores
-// it, and writes on.
+// at the end of the log; the next start delivers every record before it, cuts
+// it off the file, and writes on. The start after, which finds that segment
+// no longer the newest, sees no damage in it.
 func TestSpoolTornTail(t *testing.T) {
 	dir := t.TempDir()
 	sink := newMemSink()
@@ -703,20 +705,36 @@ func TestSpoolTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sink.setDown(false)
-	s, err = OpenSpool(cfg, sink)
+	s, err = OpenSpool(cfg, sink) // the sink still down: the segment stays
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
 	if rows, _ := s.Depth(); rows != 50 {
 		t.Fatalf("recovered %d rows, want 50", rows)
 	}
 	if _, err := os.Stat(path + ".damaged"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a torn tail was kept as damage: %v", err)
 	}
+	if st, err := os.Stat(path); err != nil || st.Size() != int64(len(whole)) {
+		t.Fatalf("the torn tail was not cut off: %v", err)
+	}
 	if err := s.Write(context.Background(), testRows(id, 60, 10)); err != nil {
 		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Close(done)
+
+	// The segment is no longer the newest: its end is not taken for damage.
+	before := spoolDamaged.Get()
+	var logs strings.Builder
+	s = reopenLogged(t, cfg, sink, &logs)
+	if rows, _ := s.Depth(); rows != 60 {
+		t.Fatalf("recovered %d rows, want 60", rows)
+	}
+	if _, err := os.Stat(path + ".damaged"); !errors.Is(err, os.ErrNotExist) || spoolDamaged.Get() != before ||
+		strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("a cut-off torn tail was taken for damage at the next start (%v):\n%s", err, logs.String())
 	}
 	sink.waitRows(t, 60)
 	sink.mu.Lock()
@@ -754,57 +772,160 @@ func leftUndelivered(t *testing.T, dir string, sink *memSink, id uuid.UUID, n in
 	return cfg, s
 }
 
-// TestSpoolDamagedSegment: a record that does not check out with records
-// that do after it is damage, not a cut-off write: the start keeps a copy of
-// the segment and says so, and delivers what comes before the damage. A torn
-// tail (TestSpoolTornTail) keeps no copy.
-func TestSpoolDamagedSegment(t *testing.T) {
-	dir := t.TempDir()
-	sink := newMemSink()
-	id := uuid.New()
-	cfg, _ := leftUndelivered(t, dir, sink, id, 3)
-	ids := segments(t, dir)
-	path := filepath.Join(dir, segName(ids[len(ids)-1]))
-	f, err := os.Open(path)
+// recordOffsets returns where each record that checks out starts in the
+// segment file at path.
+func recordOffsets(t *testing.T, path string) []int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var offs []int64
-	var off int64
-	scanSegment(f, func(h recHeader, payload []byte) error {
-		offs = append(offs, off)
-		off += recHeaderLen + int64(len(payload))
-		return nil
-	})
-	f.Close()
-	if len(offs) != 3 {
-		t.Fatalf("%d records, want 3", len(offs))
+	for off := 0; off < len(b); {
+		h, ok := recordAt(b, off)
+		if !ok {
+			break
+		}
+		offs = append(offs, int64(off))
+		off += recHeaderLen + h.n
 	}
-	whole, err := os.ReadFile(path)
+	return offs
+}
+
+// damage applies fn to the bytes of the segment file at path.
+func damage(t *testing.T, path string, fn func(b []byte)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole[offs[1]+recHeaderLen+3] ^= 0x40 // a flipped bit in the second record's payload
-	if err := os.WriteFile(path, whole, 0o644); err != nil {
+	fn(b)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	var logs strings.Builder
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+// reopenLogged opens the spool of cfg with the sink up, logging into logs.
+func reopenLogged(t *testing.T, cfg SpoolConfig, sink *memSink, logs *strings.Builder) *Spool {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	sink.setDown(false)
 	s, err := OpenSpool(cfg, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
-	if rows, _ := s.Depth(); rows != 10 {
-		t.Fatalf("%d rows to deliver, want the 10 before the damage", rows)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// deliveredTs returns the ts of the rows the sink holds, in order.
+func (m *memSink) deliveredTs() []int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ts := make([]int64, len(m.rows))
+	for i, r := range m.rows {
+		ts[i] = r.Ts
+	}
+	return ts
+}
+
+// wantTs returns the ts of leftUndelivered's n records (10 rows each) but
+// those of the records in lost.
+func wantTs(n int, lost ...int) []int64 {
+	var ts []int64
+	for rec := range n {
+		if !slices.Contains(lost, rec) {
+			for i := range 10 {
+				ts = append(ts, int64(rec*10+i))
+			}
+		}
+	}
+	return ts
+}
+
+// TestSpoolDamagedSegment: a record that does not check out with records
+// that do after it is damage, not a cut-off write: the start keeps a copy of
+// the segment, says so and counts it, and delivers every record but the
+// damaged one, those after it included. A torn tail (TestSpoolTornTail) keeps
+// no copy.
+func TestSpoolDamagedSegment(t *testing.T) {
+	dir := t.TempDir()
+	sink := newMemSink()
+	id := uuid.New()
+	cfg, _ := leftUndelivered(t, dir, sink, id, 100)
+	ids := segments(t, dir)
+	path := filepath.Join(dir, segName(ids[len(ids)-1]))
+	offs := recordOffsets(t, path)
+	if len(offs) != 100 {
+		t.Fatalf("%d records, want 100", len(offs))
+	}
+	damage(t, path, func(b []byte) {
+		b[offs[50]+recHeaderLen+3] ^= 0x40 // a flipped bit in the 51st record's payload
+	})
+
+	before := spoolDamaged.Get()
+	var logs strings.Builder
+	s := reopenLogged(t, cfg, sink, &logs)
+	if rows, _ := s.Depth(); rows != 990 {
+		t.Fatalf("%d rows to deliver, want all 990 but the damaged record's", rows)
+	}
+	sink.waitRows(t, 990)
+	if got, want := sink.deliveredTs(), wantTs(100, 50); !slices.Equal(got, want) {
+		t.Fatalf("delivered ts %v, want %v", got, want)
 	}
 	if _, err := os.Stat(path + ".damaged"); err != nil {
 		t.Fatalf("no copy of the damaged segment: %v", err)
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "damaged") {
 		t.Fatalf("the start did not say the segment is damaged:\n%s", logs.String())
+	}
+	if n := spoolDamaged.Get() - before; n != 1 {
+		t.Fatalf("%d damaged segments counted, want 1", n)
+	}
+}
+
+// TestSpoolDamagedSealedTail: bytes that do not check out at the end of a
+// segment other than the newest are damage, even with no record after them in
+// it: that segment was whole and synced when the next one started. The start
+// reports it as damage (ERROR, count, copy) and delivers everything else, the
+// later segments included.
+func TestSpoolDamagedSealedTail(t *testing.T) {
+	defer func(n int64) { segmentBytes = n }(segmentBytes)
+	segmentBytes = 8 << 10
+	dir := t.TempDir()
+	sink := newMemSink()
+	id := uuid.New()
+	cfg, _ := leftUndelivered(t, dir, sink, id, 100)
+	ids := segments(t, dir)
+	if len(ids) < 2 {
+		t.Fatalf("%d segments, want a rotation", len(ids))
+	}
+	path := filepath.Join(dir, segName(ids[0]))
+	offs := recordOffsets(t, path)
+	zeroFrom := offs[len(offs)-3] + 5 // the last three records of the first segment
+	damage(t, path, func(b []byte) { clear(b[zeroFrom:]) })
+
+	before := spoolDamaged.Get()
+	var logs strings.Builder
+	s := reopenLogged(t, cfg, sink, &logs)
+	n := len(offs)
+	lost := []int{n - 3, n - 2, n - 1}
+	want := wantTs(100, lost...)
+	if rows, _ := s.Depth(); rows != int64(len(want)) {
+		t.Fatalf("%d rows to deliver, want %d", rows, len(want))
+	}
+	sink.waitRows(t, len(want))
+	if got := sink.deliveredTs(); !slices.Equal(got, want) {
+		t.Fatalf("delivered ts %v, want %v", got, want)
+	}
+	if _, err := os.Stat(path + ".damaged"); err != nil {
+		t.Fatalf("no copy of the damaged segment: %v", err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("the start did not say the segment is damaged:\n%s", logs.String())
+	}
+	if n := spoolDamaged.Get() - before; n != 1 {
+		t.Fatalf("%d damaged segments counted, want 1", n)
 	}
 }
 
@@ -929,7 +1050,7 @@ func FuzzSpoolSegment(f *testing.F) {
 		}
 		defer file.Close()
 		var sum int64
-		valid, err := scanSegment(file, func(h recHeader, payload []byte) error {
+		sc, err := scanSegment(file, 0, func(h recHeader, payload []byte) error {
 			if crc32.Checksum(payload, castagnoli) != h.crc {
 				t.Fatal("a record whose checksum fails was taken")
 			}
@@ -939,8 +1060,16 @@ func FuzzSpoolSegment(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if valid != sum || valid > int64(len(data)) {
-			t.Fatalf("valid %d, records %d, file %d", valid, sum, len(data))
+		var holes, at int64
+		for _, h := range sc.holes {
+			if h.from < at || h.to <= h.from {
+				t.Fatalf("holes %v out of order", sc.holes)
+			}
+			holes += h.to - h.from
+			at = h.to
+		}
+		if sc.end != sum+holes || sc.end > sc.size || sc.size != int64(len(data)) || at > sc.end {
+			t.Fatalf("end %d, records %d, holes %v, size %d, file %d", sc.end, sum, sc.holes, sc.size, len(data))
 		}
 	})
 }
@@ -1040,7 +1169,9 @@ type flakySink struct {
 
 func (f *flakySink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
 	if f.calls.Add(1)%3 == 0 && f.fail.Load() {
-		return errors.New("flaky")
+		// A dropped connection: a server error refusing the same record
+		// alone three times in a row would send rows to a dead letter.
+		return fmt.Errorf("%w: flaky", storage.ErrUnavailable)
 	}
 	return f.memSink.WriteHistory(ctx, rows, mayRepeat, vers)
 }
@@ -1153,8 +1284,10 @@ func TestSpoolSplitsLargeRecords(t *testing.T) {
 	}
 }
 
-// refusingSink refuses every delivery holding a row of one device, as
-// ClickHouse would a batch it can never take, and delivers the rest.
+// refusingSink refuses every delivery holding a row of one device as
+// unavailable, as a cluster whose shard for that device is unreachable, and
+// delivers the rest. (A row refused for itself goes to a dead letter:
+// spool_deadletter_test.go.)
 type refusingSink struct {
 	*memSink
 	refuse uuid.UUID
@@ -1166,7 +1299,7 @@ func (r *refusingSink) WriteHistory(ctx context.Context, rows []storage.Row, may
 	r.mu.Unlock()
 	for _, row := range rows {
 		if row.EntityID == refuse {
-			return errors.New("refused")
+			return fmt.Errorf("%w: shard unreachable", storage.ErrUnavailable)
 		}
 	}
 	return r.memSink.WriteHistory(ctx, rows, mayRepeat, vers)
@@ -1239,6 +1372,52 @@ func TestSpoolMaxBytesBoundsDisk(t *testing.T) {
 	waitDrained(t, s)
 	if err := s.Write(context.Background(), testRows(flowing, written, 10)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpoolMaxBytesPerWrite: the limit counts the write's own bytes, checked
+// under the append lock: a write that would pass MaxBytes is refused (and
+// leaves the spool as it was) though the spool is not Full yet, while an
+// empty spool takes a write larger than the limit, which could never get in
+// otherwise.
+func TestSpoolMaxBytesPerWrite(t *testing.T) {
+	const maxBytes = 4096
+	sink := newMemSink()
+	sink.setDown(true)
+	s, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), MaxBytes: maxBytes, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	id := uuid.New()
+	if err := s.Write(context.Background(), testRows(id, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	rows, bytes := s.Depth()
+	if s.Full() {
+		t.Fatal("full after 10 rows")
+	}
+	if err := s.Write(context.Background(), testRows(id, 10, 1000)); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("a write past MaxBytes: %v, want ErrSpoolFull", err)
+	}
+	if r, b := s.Depth(); r != rows || b != bytes {
+		t.Fatalf("depth %d rows %d bytes after a refused write, was %d, %d", r, b, rows, bytes)
+	}
+	if end := s.end.Load(); end > maxBytes {
+		t.Fatalf("the log grew to %d bytes past MaxBytes %d", end, maxBytes)
+	}
+
+	// Empty: the large write gets in, and then the spool is full.
+	sink.setDown(false)
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sink.setDown(true)
+	if err := s.Write(context.Background(), testRows(id, 10, 1000)); err != nil {
+		t.Fatalf("a write larger than MaxBytes to an empty spool: %v", err)
+	}
+	if err := s.Write(context.Background(), testRows(id, 1010, 1)); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("a write after the large one: %v, want ErrSpoolFull", err)
 	}
 }
 

@@ -60,15 +60,17 @@ type Spooled struct {
 	LatestStore LatestStore
 }
 
-// Write spools rows and updates the latest values at the same time: the commit
-// waits for the spool's fsync or the latest store's round trip, whichever is
-// longer, not for both in turn. The caller acknowledges the rows only when both
-// succeed. If either fails the client sees an error and retries, and the part that
-// did succeed is repeated, which both absorb (the same entity, key and ts replace
-// each other). A spool that is full, closed or failed is checked first
-// (Spool.Writable), so a node that answers 503 does not show latest values of
-// what it refused; a disk error in the middle of the append (no space left) can
-// still leave them, until the client's retry.
+// Write spools rows and updates the latest values at the same time: the latest
+// store's round trip starts once the spool has appended the rows and overlaps
+// its fsync, so the commit waits for the longer of the two, not for both in
+// turn. The caller acknowledges the rows only when both succeed (a 2xx only
+// after the fsync). A write the spool refuses (full, closed, failed, no space
+// left for the append) changes no latest value: a node that answers 503 does
+// not show values it refused. If the fsync or the latest store fails the
+// client sees an error and retries, and the part that did succeed is
+// repeated, which both absorb (the same entity, key and ts replace each
+// other); a failed fsync also stops the spool's writes until a restart, which
+// recovers what reached the disk.
 //
 // The latest store also says which entities' rows may repeat points written
 // before; the spool holds the records back from delivery until it knows
@@ -78,9 +80,6 @@ type Spooled struct {
 func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	if len(rows) == 0 {
 		return nil
-	}
-	if err := t.Spool.Writable(); err != nil {
-		return err
 	}
 	type answer struct {
 		repeats []uuid.UUID
@@ -93,11 +92,17 @@ func (t *Spooled) Write(ctx context.Context, rows []storage.Row) error {
 	base := version.Reserve(len(rows))
 	vers := t.Spool.RowVersions(rows, base)
 	latest := make(chan answer, 1)
-	go func() {
-		r, err := t.LatestStore.UpdateLatest(ctx, rows, vers)
-		latest <- answer{r, err}
-	}()
-	p, err := t.Spool.WritePendingAt(ctx, rows, base)
+	started := false
+	p, err := t.Spool.write(rows, true, base, func() {
+		started = true
+		go func() {
+			r, err := t.LatestStore.UpdateLatest(ctx, rows, vers)
+			latest <- answer{r, err}
+		}()
+	})
+	if !started {
+		return err // refused before the append
+	}
 	a := <-latest
 	if err == nil {
 		t.Spool.Resolve(p, a.repeats, a.err != nil)

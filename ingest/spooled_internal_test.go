@@ -82,19 +82,57 @@ func TestSpooledWrite(t *testing.T) {
 	}
 	latest.err = nil
 
+	// Until a write would pass MaxBytes (Spool.room), then while Full.
 	written := 20
-	for !spool.Full() {
-		if err := w.Write(t.Context(), testRows(id, written, 10)); err != nil {
+	for refused := 0; refused < 2; {
+		before := latest.count()
+		err := w.Write(t.Context(), testRows(id, written, 10))
+		if errors.Is(err, ErrSpoolFull) {
+			if latest.count() != before {
+				t.Fatal("the latest store got rows the full spool refused")
+			}
+			refused++
+			continue
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		written += 10
 	}
-	before := latest.count()
-	if err := w.Write(t.Context(), testRows(id, written, 10)); !errors.Is(err, ErrSpoolFull) {
-		t.Fatalf("write to a full spool: %v, want ErrSpoolFull", err)
+}
+
+// TestSpooledWriteRefusedKeepsLatest: a write the spool refuses after
+// Spooled began it changes no latest value: one that would pass MaxBytes
+// though the spool is not Full, and one to a closed spool. (A full disk:
+// TestSpoolDiskFull.)
+func TestSpooledWriteRefusedKeepsLatest(t *testing.T) {
+	sink := newMemSink()
+	sink.setDown(true)
+	spool, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), MaxBytes: 4096, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if latest.count() != before {
-		t.Fatal("the latest store got rows the full spool refused")
+	latest := &memLatest{}
+	w := &Spooled{Spool: spool, LatestStore: latest}
+	id := uuid.New()
+	if err := w.Write(t.Context(), testRows(id, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if spool.Full() {
+		t.Fatal("full after 10 rows")
+	}
+	if err := w.Write(t.Context(), testRows(id, 10, 1000)); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("a write past MaxBytes: %v, want ErrSpoolFull", err)
+	}
+	if n := latest.count(); n != 10 {
+		t.Fatalf("the latest store got %d rows, want the 10 the spool took", n)
+	}
+	spool.Close(context.Background())
+	if err := w.Write(t.Context(), testRows(id, 20, 10)); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("a write to a closed spool: %v, want storage unavailable", err)
+	}
+	if n := latest.count(); n != 10 {
+		t.Fatalf("the latest store got %d rows, want the 10 the spool took", n)
 	}
 }
 

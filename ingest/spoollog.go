@@ -28,9 +28,10 @@ import (
 // The payload is a spool record (spoolcodec.go) of one lane. Appends are
 // group-committed with fsync; a record is readable, and its write acknowledged,
 // only once a sync covered it. A crash can leave a torn tail after the last
-// sync; recovery reads each segment up to its first record that does not check
-// out and ignores the rest, which no acknowledged write can be in (every
-// acknowledged record's bytes, and all before them, were synced).
+// sync, which no acknowledged write can be in (every acknowledged record's
+// bytes, and all before them, were synced): only the newest segment can have
+// one, and recovery cuts it off. Anything else that does not check out is
+// damage: recovery reports it and passes over it (Spool.recover).
 const (
 	recHeaderLen = 4 + 1 + 8 + 4 + 4
 	segSuffix    = ".seg"
@@ -66,6 +67,19 @@ type segment struct {
 	// written to the segment.
 	durable atomic.Int64
 	sealed  atomic.Bool
+	// holes are the damaged bytes that recovery found before records that
+	// check out; readers pass over them. Set before any reader runs.
+	holes []span
+}
+
+// pastHole returns where the damage that off lies in ends, if it does.
+func (seg *segment) pastHole(off int64) (int64, bool) {
+	for _, h := range seg.holes {
+		if off >= h.from && off < h.to {
+			return h.to, true
+		}
+	}
+	return 0, false
 }
 
 // maxRecordPayload bounds a record's payload well below the 4 GiB its header's
@@ -128,46 +142,84 @@ func listSegments(dir string) ([]uint64, error) {
 	return ids, nil
 }
 
+// span is the bytes [from, to) of a segment.
+type span struct{ from, to int64 }
+
+func (sp span) String() string { return fmt.Sprintf("%d-%d", sp.from, sp.to) }
+
+// segScan is what scanSegment found in a segment.
+type segScan struct {
+	end   int64  // the end of the last record that checks out (0: none)
+	size  int64  // the file's size: bytes from end on are a torn tail or damage
+	holes []span // bytes that do not check out, with records that do after them
+	next  uint64 // one past the last record's sequence number, or minSeq
+}
+
 // scanSegment reads a segment written by an earlier process and calls fn for
-// every record up to the first one that does not check out (a torn tail), and
-// returns the length of the records that do.
-func scanSegment(f *os.File, fn func(h recHeader, payload []byte) error) (int64, error) {
+// every record that checks out, in order. Bytes that do not check out but are
+// followed by a record that does are damage (a flipped bit, a lost block): it
+// passes over them to that record (nextRecord) and returns them as holes, so
+// that only the damaged records are lost. Records follow one another in
+// sequence, so one found after damage is numbered from minSeq on: one past the
+// last record of the segments before.
+func scanSegment(f *os.File, minSeq uint64, fn func(h recHeader, payload []byte) error) (segScan, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return segScan{}, err
 	}
-	var off int64
-	var buf []byte
-	hdr := make([]byte, recHeaderLen)
-	for {
-		if _, err := f.ReadAt(hdr, off); err != nil {
-			if errors.Is(err, io.EOF) {
-				return off, nil
-			}
-			return off, err
-		}
-		h, err := parseHeader(hdr)
-		if err != nil || off+recHeaderLen+int64(h.n) > st.Size() {
-			return off, nil
-		}
-		if cap(buf) < h.n {
-			buf = make([]byte, h.n)
-		}
-		p := buf[:h.n]
-		if _, err := f.ReadAt(p, off+recHeaderLen); err != nil {
-			if errors.Is(err, io.EOF) {
-				return off, nil
-			}
-			return off, err
-		}
-		if crc32.Checksum(p, castagnoli) != h.crc {
-			return off, nil
-		}
-		if err := fn(h, p); err != nil {
-			return off, err
-		}
-		off += recHeaderLen + int64(h.n)
+	// Read whole: at most a segment (64 MiB) or one write larger than that,
+	// and a search past damage needs the rest of the file anyway.
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return segScan{}, err
 	}
+	sc := segScan{size: int64(len(b)), next: minSeq}
+	for off := 0; off < len(b); {
+		h, ok := recordAt(b, off)
+		if !ok {
+			at := nextRecord(b[off:], sc.next)
+			if at < 0 {
+				break // a torn tail, or damage up to the end: the caller tells which
+			}
+			sc.holes = append(sc.holes, span{int64(off), int64(off + at)})
+			off += at
+			continue
+		}
+		if err := fn(h, b[off+recHeaderLen:off+recHeaderLen+h.n]); err != nil {
+			return sc, err
+		}
+		sc.next = max(sc.next, h.seq+1)
+		off += recHeaderLen + h.n
+		sc.end = int64(off)
+	}
+	return sc, nil
+}
+
+// recordAt returns the header of the record at b[off:] if a whole record that
+// checks out starts there.
+func recordAt(b []byte, off int) (recHeader, bool) {
+	if len(b)-off < recHeaderLen {
+		return recHeader{}, false
+	}
+	h, err := parseHeader(b[off : off+recHeaderLen])
+	if err != nil || h.n > len(b)-off-recHeaderLen {
+		return recHeader{}, false
+	}
+	p := b[off+recHeaderLen : off+recHeaderLen+h.n]
+	return h, crc32.Checksum(p, castagnoli) == h.crc
+}
+
+// nextRecord is the offset in b of the first record that checks out, with a
+// sequence number from minSeq on, or -1. The lower bound keeps out an older
+// record that a failed write left and a later one did not overwrite. Random
+// bytes pass the header's checksum rarely, so the payload's is seldom computed.
+func nextRecord(b []byte, minSeq uint64) int {
+	for off := 0; off+recHeaderLen <= len(b); off++ {
+		if h, ok := recordAt(b, off); ok && h.seq >= minSeq {
+			return off
+		}
+	}
+	return -1
 }
 
 // readShards returns the lane count recorded in dir, or 0 if none is.
@@ -245,6 +297,9 @@ func (s *Spool) record(r *reader, pos position) (h recHeader, payload []byte, at
 		}
 		if seg == nil {
 			return h, nil, pos, pos, false, fmt.Errorf("telemetry spool: segment %s is gone", segName(pos.seg))
+		}
+		if to, ok := seg.pastHole(pos.off); ok {
+			pos.off = to // damage recovery reported: the next record that checks out
 		}
 		sealed := seg.sealed.Load()
 		durable := seg.durable.Load()

@@ -177,7 +177,7 @@ func (s *Store) check() error {
 // answers of a server that could not reach another shard of its cluster.
 func fail(what string, err error) error {
 	var ex *ch.Exception
-	if errors.As(err, &ex) && !shardUnreachable[ex.Code] || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &ex) && !shardUnreachable[ex.Code] && !serverBusy[ex.Code] || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("clickhouse: cannot %s: %w", what, err)
 	}
 	return fmt.Errorf("clickhouse: cannot %s: %w: %w", what, storage.ErrUnavailable, err)
@@ -187,6 +187,13 @@ func fail(what string, err error) error {
 // could not reach a shard: SOCKET_TIMEOUT, NETWORK_ERROR (an insert),
 // ALL_CONNECTION_TRIES_FAILED (a read).
 var shardUnreachable = map[int32]bool{209: true, 210: true, 279: true}
+
+// serverBusy holds the error codes of a server that cannot take the work for
+// a while but will again: TIMEOUT_EXCEEDED, READONLY,
+// TOO_MANY_SIMULTANEOUS_QUERIES, TABLE_IS_READ_ONLY, NOT_ENOUGH_SPACE,
+// TOO_MANY_PARTS. They are unavailability, not a refusal of the rows: the
+// spool retries them and never moves their rows to its dead-letter file.
+var serverBusy = map[int32]bool{159: true, 164: true, 202: true, 242: true, 243: true, 252: true}
 
 // table qualifies a table name with the database.
 func (s *Store) table(name string) string { return s.db + "." + name }

@@ -1,0 +1,218 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// poisonSink refuses, as a server error and not unavailability, every
+// delivery that holds a row of key "poison", as ClickHouse a value it can
+// never store, or every delivery while all is set; it takes the rest.
+type poisonSink struct {
+	*memSink
+	all bool // under memSink.mu
+}
+
+func (p *poisonSink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
+	p.mu.Lock()
+	all := p.all
+	p.mu.Unlock()
+	if all || slices.ContainsFunc(rows, func(r storage.Row) bool { return r.Key == "poison" }) {
+		return errors.New("code: 27, message: cannot parse input")
+	}
+	return p.memSink.WriteHistory(ctx, rows, mayRepeat, vers)
+}
+
+func (p *poisonSink) refuseAll(all bool) { p.mu.Lock(); p.all = all; p.mu.Unlock() }
+
+// openIdle opens a spool whose drainers stay idle (the test delivers with
+// deliverOnce, attempt by attempt, so the attempts are counted exactly).
+func openIdle(t *testing.T, dir string, shards int, sink Sink) *Spool {
+	t.Helper()
+	s, err := OpenSpool(SpoolConfig{Dir: dir, Shards: shards, BatchRows: 1000, FlushInterval: time.Hour}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// attempt runs n deliveries of lane l, failed or not.
+func attempt(s *Spool, l *lane, n int) {
+	for range n {
+		s.deliverOnce(l, false)
+	}
+}
+
+// deadLetters returns the rows of the dead-letter files in dir, checking
+// that they are records of lane with sequence number seq.
+func deadLetters(t *testing.T, dir string, lane byte, seq uint64) []storage.Row {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, deadLetterPrefix+"*"+segSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []storage.Row
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := scanSegment(f, 0, func(h recHeader, payload []byte) error {
+			if h.lane != lane || h.seq != seq {
+				t.Fatalf("dead letter of lane %d record %d, want lane %d record %d", h.lane, h.seq, lane, seq)
+			}
+			var ver uint64
+			var rd recordReader
+			rows, ver, err = decodeVersioned(rows, payload, &rd)
+			if err != nil || ver == 0 {
+				t.Fatalf("dead letter record: version %d, %v", ver, err)
+			}
+			return nil
+		})
+		f.Close()
+		if err != nil || len(sc.holes) > 0 || sc.end != sc.size {
+			t.Fatalf("dead-letter file %s: %+v, %v", name, sc, err)
+		}
+	}
+	return rows
+}
+
+// TestSpoolDeadLetter: a row the sink always refuses (not as unavailable)
+// no longer holds up its lane: after refusedTries refusals of its record
+// alone the record goes in parts, the rows the sink takes are delivered, and
+// the one it refuses alone goes to a dead-letter file in the log's format,
+// counted; the lane goes on with the records behind it, and a restart takes
+// the dead letter for no segment.
+func TestSpoolDeadLetter(t *testing.T) {
+	dir := t.TempDir()
+	sink := &poisonSink{memSink: newMemSink()}
+	s := openIdle(t, dir, 1, sink)
+	id := uuid.New()
+	first := testRows(id, 0, 10)
+	first[4].Key = "poison"
+	if err := s.Write(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(context.Background(), testRows(id, 10, 10)); err != nil {
+		t.Fatal(err)
+	}
+	l := s.lanes[0]
+	seq := l.done // the first record's
+
+	before := spoolDeadLetter.Get()
+	for i := 0; l.rows.Load() > 0; i++ {
+		if i == 100 {
+			t.Fatalf("the lane still holds %d rows", l.rows.Load())
+		}
+		s.deliverOnce(l, false)
+	}
+	var want []int64
+	for ts := range 20 {
+		if ts != 4 {
+			want = append(want, int64(ts))
+		}
+	}
+	got := sink.deliveredTs()
+	slices.Sort(got) // the parts of the refused record go out of order
+	if !slices.Equal(got, want) {
+		t.Fatalf("delivered ts %v, want %v", got, want)
+	}
+	if n := spoolDeadLetter.Get() - before; n != 1 {
+		t.Fatalf("%d dead-letter rows counted, want 1", n)
+	}
+	dead := deadLetters(t, dir, 0, seq)
+	if len(dead) != 1 || dead[0].Key != "poison" || dead[0].Ts != 4 || dead[0].EntityID != id {
+		t.Fatalf("dead letters %+v, want the poison row", dead)
+	}
+	s.Close(context.Background())
+
+	s = openIdle(t, dir, 1, sink)
+	defer s.Close(context.Background())
+	if rows, _ := s.Depth(); rows != 0 {
+		t.Fatalf("the restart found %d rows to deliver", rows)
+	}
+}
+
+// TestSpoolNoDeadLetterWhileAllRefused: a sink that refuses every delivery
+// (a read-only or missing table) has every row look refused: nothing goes to
+// a dead letter, however many times it refuses, and all is delivered once it
+// takes rows again.
+func TestSpoolNoDeadLetterWhileAllRefused(t *testing.T) {
+	dir := t.TempDir()
+	sink := &poisonSink{memSink: newMemSink(), all: true}
+	s := openIdle(t, dir, 2, sink)
+	defer s.Close(context.Background())
+	many, one := deviceOnLane(s, 0), deviceOnLane(s, 1)
+	if err := s.Write(context.Background(), testRows(many, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(context.Background(), testRows(one, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	before := spoolDeadLetter.Get()
+	for range 30 {
+		attempt(s, s.lanes[0], 1)
+		attempt(s, s.lanes[1], 1)
+	}
+	if rows, _ := s.Depth(); rows != 11 {
+		t.Fatalf("%d rows left, want all 11", rows)
+	}
+	if n := spoolDeadLetter.Get() - before; n != 0 {
+		t.Fatalf("%d rows sent to a dead letter while the sink refused everything", n)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, deadLetterPrefix+"*")); len(names) > 0 {
+		t.Fatalf("dead-letter files %v", names)
+	}
+	sink.refuseAll(false)
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.count(); n != 11 {
+		t.Fatalf("%d rows delivered, want 11", n)
+	}
+}
+
+// TestSpoolDeadLetterOneRow: a record of one row the sink refuses has no
+// parts to tell the row from the sink; another lane's delivery since its
+// first refusal does.
+func TestSpoolDeadLetterOneRow(t *testing.T) {
+	dir := t.TempDir()
+	sink := &poisonSink{memSink: newMemSink()}
+	s := openIdle(t, dir, 2, sink)
+	defer s.Close(context.Background())
+	bad, good := deviceOnLane(s, 0), deviceOnLane(s, 1)
+	poison := testRows(bad, 0, 1)
+	poison[0].Key = "poison"
+	if err := s.Write(context.Background(), poison); err != nil {
+		t.Fatal(err)
+	}
+	l := s.lanes[0]
+	seq := l.done
+	attempt(s, l, refusedTries+2) // nothing else got in: it stays
+	if l.rows.Load() != 1 {
+		t.Fatal("a lone row was sent to a dead letter while the sink took nothing")
+	}
+	if err := s.Write(context.Background(), testRows(good, 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	attempt(s, s.lanes[1], 1)
+	attempt(s, l, 1)
+	if l.rows.Load() != 0 {
+		t.Fatal("the poison row still holds its lane while another lane delivers")
+	}
+	if dead := deadLetters(t, dir, 0, seq); len(dead) != 1 || dead[0].Key != "poison" {
+		t.Fatalf("dead letters %+v, want the poison row", dead)
+	}
+	if n := sink.count(); n != 5 {
+		t.Fatalf("%d rows delivered, want 5", n)
+	}
+}
