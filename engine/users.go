@@ -210,20 +210,30 @@ func (e *Engine) GetUser(ctx context.Context, p *Principal, id uuid.UUID) (*User
 	return u, nil
 }
 
+// managedUser returns a user p manages (see SaveUser): a system or tenant
+// administrator's to delete, enable or disable.
+func (e *Engine) managedUser(ctx context.Context, p *Principal, id uuid.UUID) (*User, error) {
+	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+		return nil, err
+	}
+	u, err := getRecord[User](ctx, e, kindUser, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	if !canManageUser(p, u) {
+		return nil, ErrPermissionDenied
+	}
+	return u, nil
+}
+
 var errSysadminSelfDelete = &Error{Code: CodePermissionDenied, Msg: "Sysadmin is not allowed to delete himself"}
 
 // DeleteUser removes a user p manages with its credentials and API keys; its
 // tokens and keys are refused from then on.
 func (e *Engine) DeleteUser(ctx context.Context, p *Principal, id uuid.UUID) error {
-	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
-		return err
-	}
-	u, err := getRecord[User](ctx, e, kindUser, id)
+	u, err := e.managedUser(ctx, p, id)
 	if err != nil {
-		return notFound(err)
-	}
-	if !canManageUser(p, u) {
-		return ErrPermissionDenied
+		return err
 	}
 	if p.Authority == SysAdmin && id == p.UserID {
 		return errSysadminSelfDelete
@@ -243,15 +253,8 @@ var errSysadminSelfDisable = &Error{Code: CodePermissionDenied, Msg: "Sysadmin i
 // itself; Sluice refuses it, as it refuses deleting itself, since the last
 // one would lock every administrator out.
 func (e *Engine) SetUserCredentialsEnabled(ctx context.Context, p *Principal, id uuid.UUID, enabled bool) error {
-	if err := requireRole(p, SysAdmin, TenantAdmin); err != nil {
+	if _, err := e.managedUser(ctx, p, id); err != nil {
 		return err
-	}
-	u, err := getRecord[User](ctx, e, kindUser, id)
-	if err != nil {
-		return notFound(err)
-	}
-	if !canManageUser(p, u) {
-		return ErrPermissionDenied
 	}
 	if p.Authority == SysAdmin && id == p.UserID && !enabled {
 		return errSysadminSelfDisable
