@@ -22,7 +22,7 @@ import (
 // The row's key, ts and ver reach the lambda as arrays, not as captured columns:
 // 18.16 drops columns that only a lambda captures ("Unknown identifier").
 const (
-	tombstones = `WITH (SELECT groupArray((all_keys, key, start_ts, end_ts, ver)) FROM %s
+	tombstones = `WITH (SELECT arraySort(groupArray((all_keys, key, start_ts, end_ts, ver))) FROM %s
 		WHERE entity_id = toUUID(?) AND (all_keys = 1 OR ? = 1 OR key = ?)) AS tombs `
 	alive = ` NOT arrayExists((d, k, t, v) -> (d.1 = 1 OR (d.2 = k AND t >= d.3 AND t < d.4)) AND v < d.5, tombs,
 		arrayResize([key], length(tombs), key), arrayResize([ts], length(tombs), ts), arrayResize([ver], length(tombs), ver))`

@@ -231,7 +231,7 @@ func (s *Store) reportOnce(ctx context.Context, q storage.ReportQuery, years str
 	// 18.16, so the scalar subquery carries ids as text).
 	with, alive := "", ""
 	if len(whole) > 0 {
-		with = `WITH (SELECT groupArray((toString(entity_id), all_keys, key, start_ts, end_ts, ver)) FROM ` + s.table("telemetry_deletes") +
+		with = `WITH (SELECT arraySort(groupArray((toString(entity_id), all_keys, key, start_ts, end_ts, ver))) FROM ` + s.table("telemetry_deletes") +
 			` WHERE ` + inDevices + ` AND (all_keys = 1 OR key IN (` + keyList + `))) AS tombs `
 		alive = ` AND NOT arrayExists((d, e, k, t, v) -> d.1 = e AND (d.2 = 1 OR (d.3 = k AND t >= d.4 AND t < d.5)) AND v < d.6, tombs,
 			arrayResize([toString(entity_id)], length(tombs), toString(entity_id)), arrayResize([key], length(tombs), key),

@@ -436,11 +436,20 @@ func testReportDeletes(t *testing.T, open func(t *testing.T) storage.Backend) {
 	writeReportFixture(t, b, pts)
 	must(t, b.DeleteSeries(t.Context(), storage.DeleteQuery{EntityID: repDev[0], Keys: []string{"e"},
 		StartTs: at("2024-10-27T00:00:00Z"), EndTs: at("2024-10-27T01:15:00Z")}))
+	// Tombstones on every device, so that on a cluster they sit on both shards
+	// (the report's tombstone list must read the same in each of its branches).
+	for _, d := range repDev[1:] {
+		must(t, b.DeleteSeries(t.Context(), storage.DeleteQuery{EntityID: d, Keys: []string{"e"},
+			StartTs: at("2024-10-27T00:00:00Z"), EndTs: at("2024-10-27T00:45:00Z")}))
+	}
 	again := repPoint{repDev[0], kv.Entry{Ts: at("2024-10-27T00:30:00Z"), Key: "e", Value: kv.LongValue(11)}}
 	write(t, b, again.dev, again.Entry)
 	kept := []repPoint{again}
 	for _, p := range pts {
 		if p.dev == repDev[0] && p.Key == "e" && p.Ts >= at("2024-10-27T00:00:00Z") && p.Ts < at("2024-10-27T01:15:00Z") {
+			continue
+		}
+		if p.dev != repDev[0] && p.Key == "e" && p.Ts >= at("2024-10-27T00:00:00Z") && p.Ts < at("2024-10-27T00:45:00Z") {
 			continue
 		}
 		kept = append(kept, p)
