@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -177,7 +178,7 @@ func (s *Store) check() error {
 // answers of a server that could not reach another shard of its cluster.
 func fail(what string, err error) error {
 	var ex *ch.Exception
-	if errors.As(err, &ex) && !shardUnreachable[ex.Code] && !serverBusy[ex.Code] || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &ex) && !shardUnreachable[ex.Code] && !serverBusy[ex.Code] && !shardNotMigrated(ex) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("clickhouse: cannot %s: %w", what, err)
 	}
 	return fmt.Errorf("clickhouse: cannot %s: %w: %w", what, storage.ErrUnavailable, err)
@@ -187,6 +188,15 @@ func fail(what string, err error) error {
 // could not reach a shard: SOCKET_TIMEOUT, NETWORK_ERROR (an insert),
 // ALL_CONNECTION_TRIES_FAILED (a read).
 var shardUnreachable = map[int32]bool{209: true, 210: true, 279: true}
+
+// shardNotMigrated is a Distributed insert or read that reached a shard
+// without Sluice's database or tables (UNKNOWN_TABLE, UNKNOWN_DATABASE,
+// "Received from" another server): a server newly in remote_servers, which
+// ClickHouse routes to before a Sluice node has migrated it. Unavailability:
+// the rows wait in the spool rather than go to its dead-letter file.
+func shardNotMigrated(ex *ch.Exception) bool {
+	return (ex.Code == 60 || ex.Code == 81) && strings.Contains(ex.Message, "Received from")
+}
 
 // serverBusy holds the error codes of a server that cannot take the work for
 // a while but will again: TIMEOUT_EXCEEDED, READONLY,

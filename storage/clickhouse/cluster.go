@@ -59,7 +59,10 @@ func (s *Store) distributed(table string) string {
 }
 
 // migrateCluster runs the migrations on every server of the cluster, so that a
-// server added to remote_servers gets its tables on the next start.
+// server added to remote_servers gets its tables on the next start of a node.
+// ClickHouse routes to such a server as soon as it rereads its configuration;
+// until a node has migrated it, inserts routed there are refused as
+// unavailable (shardNotMigrated) and their rows wait in the spool.
 func (s *Store) migrateCluster(ctx context.Context) error {
 	servers, err := clusterServers(ctx, s.conn, s.cluster)
 	if err != nil {

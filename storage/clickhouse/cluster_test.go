@@ -170,6 +170,8 @@ func TestFailClassifiesShardErrors(t *testing.T) {
 	f(&ch.Exception{Code: 210, Message: "Connection refused (127.0.0.1:9001)"}, true)
 	f(&ch.Exception{Code: 252, Message: "Too many parts"}, true) // busy: retried, never dead-lettered
 	f(&ch.Exception{Code: 242, Message: "Table is in readonly mode"}, true)
+	f(&ch.Exception{Code: 60, Message: "Received from 127.0.0.1:9001. DB::Exception: Table sluice.telemetry_local doesn't exist."}, true)
+	f(&ch.Exception{Code: 60, Message: "Table sluice.telemetry doesn't exist."}, false) // this server's own
 	f(&ch.Exception{Code: 62, Message: "Syntax error"}, false)
 	f(context.Canceled, false)
 	f(io.EOF, true)
