@@ -115,3 +115,29 @@ func TestClickHouseOutage(t *testing.T) {
 	}
 	t.Logf("acknowledged %d, refused %d", len(w.acked), w.refused)
 }
+
+// TestStartDuringClickHouseOutage: a node started while ClickHouse is down
+// comes up, acknowledges telemetry into its spool and answers history reads
+// with 503; once ClickHouse is back it migrates and delivers every point.
+func TestStartDuringClickHouseOutage(t *testing.T) {
+	d := newDeployment(t)
+	px := newProxy(t, d.chAddr)
+	d.chAddr = px.addr()
+	px.cut()
+	n := d.node(t, nil)
+	auth := n.tenantAuth()
+	id, token := n.createDevice(auth, "started-without-clickhouse")
+	w := &ackedWriter{acked: map[int64]bool{}}
+	w.run(n, token, 3_000_000, 2, 20)
+	if len(w.acked) != 40 || w.refused != 0 || len(w.other) > 0 {
+		t.Fatalf("acknowledged %d, refused %d, other %v", len(w.acked), w.refused, w.other)
+	}
+	r := n.do("GET", "/api/plugins/telemetry/DEVICE/"+id+"/values/timeseries?keys=seq&startTs=0&endTs=9999999999999", "", auth)
+	errorBody(t, r, 503)
+	px.restore()
+	// The node tries every 5 s; reads answer once it has reached ClickHouse.
+	eventually(t, 30*time.Second, "history readable after ClickHouse came back", func() bool {
+		return n.do("GET", "/api/plugins/telemetry/DEVICE/"+id+"/values/timeseries?keys=seq&startTs=0&endTs=1", "", auth).Status == 200
+	})
+	waitExactly(t, n, auth, id, w.acked, nil, 30*time.Second)
+}

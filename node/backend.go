@@ -63,14 +63,16 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally
 		return &backend{store: db, notifier: notify.NewLocal(), signingKey: key}, nil
 	}
 
-	ch, err := clickhouse.Open(ctx, clickhouse.Options{
+	// A node may start while ClickHouse is down: its calls are unavailable
+	// (telemetry waits in the spool) until it is reached.
+	ch, err := clickhouse.OpenRetrying(ctx, clickhouse.Options{
 		Addrs:       strings.Split(cfg.ClickHouse.CHAddr, ","),
 		Database:    cfg.ClickHouse.CHDatabase,
 		Username:    cfg.ClickHouse.CHUser,
 		Password:    cfg.ClickHouse.CHPassword,
 		Cluster:     cfg.ClickHouse.CHCluster,
 		Compression: cfg.ClickHouse.CHCompression,
-	})
+	}, log, clickhouseRetryEvery)
 	if err != nil {
 		return nil, fmt.Errorf("cannot use ClickHouse at %s (CLICKHOUSE_ADDR): %w", cfg.ClickHouse.CHAddr, err)
 	}
@@ -123,6 +125,10 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally
 	}
 	return b, nil
 }
+
+// clickhouseRetryEvery is how often a node started without ClickHouse tries
+// to reach it.
+const clickhouseRetryEvery = 5 * time.Second
 
 func generateKey() []byte {
 	raw := make([]byte, 64)
