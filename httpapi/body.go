@@ -82,7 +82,10 @@ func (s *Server) requestBody(ctx *fasthttp.RequestCtx, b *batch, strict bool) ([
 func (s *Server) plainBody(ctx *fasthttp.RequestCtx, b *batch, limit int) ([]byte, error) {
 	enc := ctx.Request.Header.ContentEncoding()
 	if isIdentity(enc) {
-		return ctx.PostBody(), nil
+		if body := ctx.PostBody(); len(body) <= limit {
+			return body, nil
+		}
+		return nil, &tooLargeError{limit}
 	}
 	// A pooled buffer counts against the budget too while this request holds it.
 	b.inflate = &s.inflate

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -640,5 +641,24 @@ func TestCompressedJSONBodies(t *testing.T) {
 	n.expectPost("/api/v1/"+token+"/rpc", "", gzipped(t, []byte(`{"method":"m","params":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`)), 400, "nesting depth exceeds 32", "Content-Encoding: gzip")
 	if got := n.API.inflate.left.Load(); got != inflateBudgetFor(1<<20) {
 		t.Fatalf("budget %d after the requests, want all of it back", got)
+	}
+}
+
+// TestRESTBodyCap: a REST JSON body stops at 16 MiB, as ThingsBoard's /api/**,
+// below the node's SLUICE_MAX_BODY_SIZE; the device API keeps the node's limit.
+func TestRESTBodyCap(t *testing.T) {
+	s := New(Config{MaxBodySize: 32 << 20}, nil, nil, slog.New(slog.DiscardHandler), nil)
+	body := []byte(`{"method":"m","params":"` + strings.Repeat("x", 17<<20) + `"}`)
+	var v map[string]any
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.Header.SetContentType("application/json")
+	ctx.Request.SetBody(body)
+	if s.readJSON(&ctx, &v) || ctx.Response.StatusCode() != 413 || !strings.Contains(string(ctx.Response.Body()), "16777216") {
+		t.Fatalf("REST body of 17 MiB: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	ctx.Response.Reset()
+	if !s.readAnyJSON(&ctx, &v) {
+		t.Fatalf("device-API body of 17 MiB: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
 }

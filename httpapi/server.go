@@ -238,8 +238,14 @@ func decodeJSON(body []byte, v any, lim codec.Limits) error {
 // ThingsBoard's clients; none at all is taken as JSON. A bad body is a 400,
 // which names the limit when one was passed.
 func (s *Server) readJSON(ctx *fasthttp.RequestCtx, v any) bool {
-	return labelledJSON(ctx, false) && s.readAnyJSON(ctx, v)
+	return labelledJSON(ctx, false) && s.decodeJSONBody(ctx, min(s.maxBodySize(), maxRESTBody), v)
 }
+
+// maxRESTBody caps a REST API's JSON body, as ThingsBoard's
+// server.http.max_payload_size caps /api/** (16 MiB): an RPC's params, say,
+// are stored and handed to a device whole. SLUICE_MAX_BODY_SIZE, when lower,
+// is the limit.
+const maxRESTBody = 16 << 20
 
 // labelledJSON answers 415 and reports false unless the request's Content-Type
 // (without parameters, in any case) is application/json, or, unless exact, a
@@ -258,7 +264,13 @@ func labelledJSON(ctx *fasthttp.RequestCtx, exact bool) bool {
 // readAnyJSON is readJSON whatever the Content-Type: devices' bodies (provision)
 // are JSON however curl labels them, as on the rest of the device API.
 func (s *Server) readAnyJSON(ctx *fasthttp.RequestCtx, v any) bool {
-	return s.decodeBody(ctx, s.maxBodySize(), v, func(err error) {
+	return s.decodeJSONBody(ctx, s.maxBodySize(), v)
+}
+
+// decodeJSONBody decodes a JSON body of at most limit bytes (decompressed) into
+// v; a bad body is a 400 that names the limit it passed.
+func (s *Server) decodeJSONBody(ctx *fasthttp.RequestCtx, limit int, v any) bool {
+	return s.decodeBody(ctx, limit, v, func(err error) {
 		msg := "Invalid request body"
 		if ce := (*codec.Error)(nil); errors.As(err, &ce) && ce.Limit {
 			msg += ": " + ce.Msg
