@@ -161,7 +161,7 @@ type lane struct {
 	shrink      int
 	// stuck is one past the sequence number of the record whose deliveries
 	// of it alone the sink refused in a row, not for being unavailable (0:
-	// none); stuckTries counts them, stuckTaken is Spool.taken at the first.
+	// none); stuckTries counts them, stuckTaken is Spool.taken at the last.
 	// See refusedTries.
 	stuck      uint64
 	stuckTries int
@@ -1071,6 +1071,11 @@ func (s *Spool) deliverOnce(l *lane, final bool) (n int, held bool, err error) {
 		if l.stuckTries++; l.stuckTries >= refusedTries {
 			dead, err = s.deliverApart(l, seqs[0], rows, repeat, vers, err)
 		}
+		if err != nil {
+			// The next try counts what the sink takes from now on: other
+			// lanes' deliveries long ago do not show it takes rows now.
+			l.stuckTaken = s.taken.Load()
+		}
 	}
 	if err != nil {
 		spoolDeliverError.Inc()
@@ -1142,8 +1147,8 @@ const deadLetterPrefix = "deadletter-"
 // never takes no longer holds up its lane for good, nor, once the lane keeps
 // MaxBytes of log, every write of the node. It returns their indexes in rows.
 // A refusal counts as the row's only if the sink took other rows meanwhile
-// (other parts of the record, or any lane's delivery since the record's first
-// refusal): a sink that takes nothing (a read-only or missing table, a full
+// (other parts of the record, or any lane's delivery since the record's last
+// refusal, one backoff ago): a sink that takes nothing (a read-only or missing table, a full
 // disk) would have every row look refused, so then the record stays and is
 // retried as before, with refusal. Parts delivered before a failure go again
 // with the record, as possible repeats (lane.repeatBelow); parts go out of
@@ -1174,7 +1179,7 @@ func (s *Spool) deliverApart(l *lane, seq uint64, rows []storage.Row, repeat []b
 // halves, looks into each refused one the same way, and adds to dead the
 // rows it refuses alone. It gives up with the sink's error when the sink is
 // unavailable, or refuses both halves while it has taken nothing since the
-// record's first refusal (deliverApart).
+// record's last refusal (deliverApart).
 func (s *Spool) isolate(l *lane, rows []storage.Row, repeat []bool, vers []uint64, lo, hi int, dead *[]int) error {
 	if hi-lo == 1 {
 		*dead = append(*dead, lo)

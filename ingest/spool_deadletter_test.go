@@ -216,3 +216,33 @@ func TestSpoolDeadLetterOneRow(t *testing.T) {
 		t.Fatalf("%d rows delivered, want 5", n)
 	}
 }
+
+// TestSpoolNoDeadLetterAfterOldDeliveries: deliveries the sink took before it
+// began refusing everything do not make its refusals the rows' own: a record
+// refused first for a bad row, then with everything else, keeps all its rows.
+func TestSpoolNoDeadLetterAfterOldDeliveries(t *testing.T) {
+	dir := t.TempDir()
+	sink := &poisonSink{memSink: newMemSink()}
+	s := openIdle(t, dir, 2, sink)
+	defer s.Close(context.Background())
+	bad, other := deviceOnLane(s, 0), deviceOnLane(s, 1)
+	rows := testRows(bad, 0, 10)
+	rows[3].Key = "poison"
+	if err := s.Write(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	attempt(s, s.lanes[0], 1) // refused for its bad row
+	if err := s.Write(context.Background(), testRows(other, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	attempt(s, s.lanes[1], 1) // the sink takes another lane's record
+	sink.refuseAll(true)      // then nothing at all
+	before := spoolDeadLetter.Get()
+	attempt(s, s.lanes[0], 3*refusedTries)
+	if n := spoolDeadLetter.Get() - before; n != 0 {
+		t.Fatalf("%d rows sent to a dead letter while the sink refused everything", n)
+	}
+	if rows, _ := s.Depth(); rows != 10 {
+		t.Fatalf("%d rows left, want all 10", rows)
+	}
+}

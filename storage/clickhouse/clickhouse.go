@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -178,7 +177,7 @@ func (s *Store) check() error {
 // answers of a server that could not reach another shard of its cluster.
 func fail(what string, err error) error {
 	var ex *ch.Exception
-	if errors.As(err, &ex) && !shardUnreachable[ex.Code] && !serverBusy[ex.Code] && !shardNotMigrated(ex) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &ex) && !shardUnreachable[ex.Code] && !notTheRows[ex.Code] || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("clickhouse: cannot %s: %w", what, err)
 	}
 	return fmt.Errorf("clickhouse: cannot %s: %w: %w", what, storage.ErrUnavailable, err)
@@ -189,21 +188,22 @@ func fail(what string, err error) error {
 // ALL_CONNECTION_TRIES_FAILED (a read).
 var shardUnreachable = map[int32]bool{209: true, 210: true, 279: true}
 
-// shardNotMigrated is a Distributed insert or read that reached a shard
-// without Sluice's database or tables (UNKNOWN_TABLE, UNKNOWN_DATABASE,
-// "Received from" another server): a server newly in remote_servers, which
-// ClickHouse routes to before a Sluice node has migrated it. Unavailability:
-// the rows wait in the spool rather than go to its dead-letter file.
-func shardNotMigrated(ex *ch.Exception) bool {
-	return (ex.Code == 60 || ex.Code == 81) && strings.Contains(ex.Message, "Received from")
+// notTheRows holds the error codes of a server that refuses the work for a
+// reason that is not in the rows and that passes, or that an operator mends:
+// busy (TIMEOUT_EXCEEDED, TOO_MANY_SIMULTANEOUS_QUERIES, TOO_MANY_PARTS,
+// MEMORY_LIMIT_EXCEEDED), read-only (READONLY, TABLE_IS_READ_ONLY), out of
+// disk (NOT_ENOUGH_SPACE), without Sluice's tables (UNKNOWN_TABLE,
+// UNKNOWN_DATABASE: a server newly in remote_servers that no node has
+// migrated yet, which ClickHouse routes inserts to at once), or refusing the
+// node's user (UNKNOWN_USER, WRONG_PASSWORD, ACCESS_DENIED,
+// AUTHENTICATION_FAILED). They are unavailability, not a refusal of the rows:
+// the spool retries them and never moves rows to its dead-letter file for them.
+var notTheRows = map[int32]bool{
+	159: true, 202: true, 252: true, 241: true,
+	164: true, 242: true, 243: true,
+	60: true, 81: true,
+	192: true, 193: true, 497: true, 516: true,
 }
-
-// serverBusy holds the error codes of a server that cannot take the work for
-// a while but will again: TIMEOUT_EXCEEDED, READONLY,
-// TOO_MANY_SIMULTANEOUS_QUERIES, TABLE_IS_READ_ONLY, NOT_ENOUGH_SPACE,
-// TOO_MANY_PARTS. They are unavailability, not a refusal of the rows: the
-// spool retries them and never moves their rows to its dead-letter file.
-var serverBusy = map[int32]bool{159: true, 164: true, 202: true, 242: true, 243: true, 252: true}
 
 // table qualifies a table name with the database.
 func (s *Store) table(name string) string { return s.db + "." + name }

@@ -62,7 +62,7 @@ func (s *Store) distributed(table string) string {
 // server added to remote_servers gets its tables on the next start of a node.
 // ClickHouse routes to such a server as soon as it rereads its configuration;
 // until a node has migrated it, inserts routed there are refused as
-// unavailable (shardNotMigrated) and their rows wait in the spool.
+// unavailable (notTheRows) and their rows wait in the spool.
 func (s *Store) migrateCluster(ctx context.Context) error {
 	servers, err := clusterServers(ctx, s.conn, s.cluster)
 	if err != nil {

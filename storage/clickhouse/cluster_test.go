@@ -171,7 +171,9 @@ func TestFailClassifiesShardErrors(t *testing.T) {
 	f(&ch.Exception{Code: 252, Message: "Too many parts"}, true) // busy: retried, never dead-lettered
 	f(&ch.Exception{Code: 242, Message: "Table is in readonly mode"}, true)
 	f(&ch.Exception{Code: 60, Message: "Received from 127.0.0.1:9001. DB::Exception: Table sluice.telemetry_local doesn't exist."}, true)
-	f(&ch.Exception{Code: 60, Message: "Table sluice.telemetry doesn't exist."}, false) // this server's own
+	f(&ch.Exception{Code: 60, Message: "Table sluice.telemetry doesn't exist."}, true) // this server's own: mended by a restart
+	f(&ch.Exception{Code: 497, Message: "Not enough privileges"}, true)
+	f(&ch.Exception{Code: 241, Message: "Memory limit (total) exceeded"}, true)
 	f(&ch.Exception{Code: 62, Message: "Syntax error"}, false)
 	f(context.Canceled, false)
 	f(io.EOF, true)
