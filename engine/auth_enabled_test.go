@@ -116,6 +116,30 @@ func TestEnabledUserNotActivated(t *testing.T) {
 	}
 }
 
+// TestDisabledUserNotActivated: a user disabled before it used its link
+// cannot activate itself with it until enabled again.
+func TestDisabledUserNotActivated(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	u, err := te.SaveUser(ctx, admin, &User{Email: "pending@example.com", Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.SetUserCredentialsEnabled(ctx, admin, u.ID.ID, false), 0)
+	_, _, err = te.Activate(ctx, tok, "password1")
+	wantCode(t, err, CodeBadRequestParams)
+	wantCode(t, te.CheckActivateToken(ctx, tok), CodeBadRequestParams)
+	wantCode(t, te.SetUserCredentialsEnabled(ctx, admin, u.ID.ID, true), 0)
+	if _, _, err := te.Activate(ctx, tok, "password1"); err != nil {
+		t.Fatalf("activate once enabled: %v", err)
+	}
+}
+
 // TestDisableReachesOtherNodes: disabling on node B refuses the user's token on
 // node A at once.
 func TestDisableReachesOtherNodes(t *testing.T) {

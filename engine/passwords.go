@@ -216,6 +216,10 @@ func (e *Engine) CheckActivateToken(ctx context.Context, token string) error {
 	return err
 }
 
+// errActivateDisabled answers the activation link of a user an administrator
+// disabled before it was used.
+var errActivateDisabled = &Error{Code: CodeBadRequestParams, Msg: "User account is disabled; an administrator must enable it first"}
+
 // activateCreds loads the credentials an unexpired activation token belongs to.
 func (e *Engine) activateCreds(ctx context.Context, token string) (*userCredentials, []byte, error) {
 	if token == "" {
@@ -231,6 +235,9 @@ func (e *Engine) activateCreds(ctx context.Context, token string) (*userCredenti
 	}
 	if e.now().UnixMilli() >= creds.ActivateExpires {
 		return nil, nil, errActivateTokenExpire
+	}
+	if creds.Disabled {
+		return nil, nil, errActivateDisabled
 	}
 	return creds, prev, nil
 }

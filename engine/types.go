@@ -131,6 +131,10 @@ type userCredentials struct {
 	ActivateExpires   int64            `json:"activateExpires,omitempty"`
 	TokensValidFrom   int64            `json:"tokensValidFrom,omitempty"`
 	RevokedSessions   map[string]int64 `json:"revokedSessions,omitempty"`
+	// Disabled is an administrator's disabling (SetUserCredentialsEnabled). A
+	// user not activated yet is not Enabled either; this keeps such a user
+	// from activating itself with a link it already has.
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // Provision types of a device profile (compat §4).

@@ -263,7 +263,7 @@ func (e *Engine) SetUserCredentialsEnabled(ctx context.Context, p *Principal, id
 		if !enabled && c.Enabled {
 			c.outdateTokens(e.now().Unix())
 		}
-		c.Enabled = enabled
+		c.Enabled, c.Disabled = enabled, !enabled
 		return nil
 	})
 }
