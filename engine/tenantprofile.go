@@ -367,6 +367,24 @@ func (e *Engine) demoteDefaultTenantProfile(ctx context.Context, keep uuid.UUID)
 	return errChangedMeanwhile
 }
 
+// dropPromotingMark takes the Promoting mark off a profile a failed change of
+// default left it on, over the version read, while another profile is the
+// default; a later change sets it again. With no default (the old one was
+// demoted) the mark stays: defaultTenantProfile finishes the change with it.
+func (e *Engine) dropPromotingMark(ctx context.Context, id uuid.UUID) {
+	if _, err := lookupRecord[TenantProfile](ctx, e, kindTenantProfile, defaultTenantProfileKey); err != nil {
+		return
+	}
+	r, prev, err := e.loadTenantProfile(ctx, id)
+	if err != nil || !r.Promoting {
+		return
+	}
+	r.Promoting = false
+	if err := e.writeTenantProfile(ctx, r, &prev); err != nil && !errors.Is(err, storage.ErrChanged) && !errors.Is(err, storage.ErrNotFound) {
+		e.cfg.Logger.Warn("cannot clear the mark of a failed change of the default tenant profile", "tenantProfile", id, "err", err)
+	}
+}
+
 // SetDefaultTenantProfile makes a tenant profile the default (system
 // administrators only), as ThingsBoard's POST /api/tenantProfile/{id}/default:
 // tenants saved without a profile get it from now on; tenants that have a
@@ -374,10 +392,15 @@ func (e *Engine) demoteDefaultTenantProfile(ctx context.Context, keep uuid.UUID)
 // so the change is three writes: the profile is marked Promoting, the old
 // default loses the flag, the profile gets it; a caller that finds no default
 // in between finishes the change (defaultTenantProfile).
-func (e *Engine) SetDefaultTenantProfile(ctx context.Context, p *Principal, id uuid.UUID) (*TenantProfile, error) {
+func (e *Engine) SetDefaultTenantProfile(ctx context.Context, p *Principal, id uuid.UUID) (tp *TenantProfile, err error) {
 	if err := requireRole(p, SysAdmin); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			e.dropPromotingMark(ctx, id) // else the profile would read as becoming the default for good
+		}
+	}()
 	for range maxReplaceTries {
 		r, prev, err := e.loadTenantProfile(ctx, id)
 		if err != nil {

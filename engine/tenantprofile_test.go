@@ -199,3 +199,41 @@ func TestTenantProfileInfos(t *testing.T) {
 	_, err = te.ListTenantProfileInfos(ctx, te.tenantAdmin(t), PageLink{PageSize: 10})
 	wantCode(t, err, CodePermissionDenied)
 }
+
+// TestTenantProfileFailedDefaultChange: a change of default that fails before
+// the old default lost its flag leaves no mark: the profile stays deletable.
+// (One that fails after keeps the mark, which TestTenantProfileDefaultHalfWay's
+// finishing of the change relies on.)
+func TestTenantProfileFailedDefaultChange(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	sys := te.sysadmin(t)
+	old, err := te.DefaultTenantProfileInfo(ctx, sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := te.SaveTenantProfile(ctx, sys, &TenantProfile{Name: "next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demotion keeps being overtaken: the change fails, the default stays.
+	var overtake func()
+	overtake = func() {
+		te.hook("replace", kindTenantProfile, func() {
+			cur, prev, err := te.loadTenantProfile(ctx, old.ID.ID)
+			if err == nil {
+				cur.Description += "."
+				te.writeTenantProfile(ctx, cur, &prev)
+			}
+			overtake()
+		})
+	}
+	te.hook("replace", kindTenantProfile, overtake) // after the mark's write
+	_, err = te.SetDefaultTenantProfile(ctx, sys, tp.ID.ID)
+	te.store = te.store.(*hookStore).Backend
+	wantCode(t, err, CodeVersionConflict)
+	if info, err := te.DefaultTenantProfileInfo(ctx, sys); err != nil || info.ID != old.ID {
+		t.Fatalf("default after a failed change: %+v %v", info, err)
+	}
+	wantCode(t, te.DeleteTenantProfile(ctx, sys, tp.ID.ID), 0) // not held as "the default"
+}
