@@ -396,14 +396,14 @@ func (c Config) Validate() error {
 			bad(p.key, "must be between 1 and %d, got %d", p.max, p.v)
 		}
 	}
-	if c.HTTP.LongPollMaxPerNode < 0 {
-		bad("SLUICE_LONG_POLL_MAX_PER_NODE", "must not be negative (0 means no cap), got %d", c.HTTP.LongPollMaxPerNode)
+	if c.HTTP.LongPollMaxPerNode < 0 || c.HTTP.LongPollMaxPerNode > 100_000_000 {
+		bad("SLUICE_LONG_POLL_MAX_PER_NODE", "must be between 0 (no cap) and 100000000, got %d", c.HTTP.LongPollMaxPerNode)
 	}
-	if c.HTTP.LongPollMaxPerDevice < 0 {
-		bad("SLUICE_LONG_POLL_MAX_PER_DEVICE", "must not be negative (0 means no cap), got %d", c.HTTP.LongPollMaxPerDevice)
+	if c.HTTP.LongPollMaxPerDevice < 0 || c.HTTP.LongPollMaxPerDevice > 1_000_000 {
+		bad("SLUICE_LONG_POLL_MAX_PER_DEVICE", "must be between 0 (no cap) and 1000000, got %d", c.HTTP.LongPollMaxPerDevice)
 	}
-	if c.Analytics.ReportQueue < 0 {
-		bad("SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY", "must not be negative, got %d", c.Analytics.ReportQueue)
+	if c.Analytics.ReportQueue < 0 || c.Analytics.ReportQueue > 1_000_000 {
+		bad("SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY", "must be between 0 and 1000000, got %d", c.Analytics.ReportQueue)
 	}
 	if c.Ingest.Shards < 0 || c.Ingest.Shards > 1024 {
 		bad("SLUICE_INGEST_SHARDS", "must be between 0 and 1024 (0: one on the embedded store, one per GOMAXPROCS otherwise), got %d", c.Ingest.Shards)
@@ -431,17 +431,17 @@ func (c Config) Validate() error {
 			bad("CLICKHOUSE_CLUSTER", "must be a cluster name of remote_servers (letters, digits, '_', '-', '.'), got %q", c.ClickHouse.CHCluster)
 		}
 	}
-	if c.Spool.SpoolMaxBytes <= 0 {
-		bad("SLUICE_SPOOL_MAX_BYTES", "must be positive, got %d", c.Spool.SpoolMaxBytes)
+	if c.Spool.SpoolMaxBytes <= 0 || c.Spool.SpoolMaxBytes > 1<<50 {
+		bad("SLUICE_SPOOL_MAX_BYTES", "must be between 1 and %d, got %d", int64(1)<<50, c.Spool.SpoolMaxBytes)
 	}
-	if c.Spool.SpoolBatchRows <= 0 {
-		bad("SLUICE_SPOOL_BATCH_ROWS", "must be positive, got %d", c.Spool.SpoolBatchRows)
+	if c.Spool.SpoolBatchRows <= 0 || c.Spool.SpoolBatchRows > 100_000_000 {
+		bad("SLUICE_SPOOL_BATCH_ROWS", "must be between 1 and 100000000, got %d", c.Spool.SpoolBatchRows)
 	}
 	if c.Spool.SpoolShards <= 0 || c.Spool.SpoolShards > 256 {
 		bad("SLUICE_SPOOL_SHARDS", "must be between 1 and 256, got %d", c.Spool.SpoolShards)
 	}
-	if c.Spool.SpoolFlushInterval <= 0 {
-		bad("SLUICE_SPOOL_FLUSH_INTERVAL_MS", "must be positive, got %d", c.Spool.SpoolFlushInterval)
+	if c.Spool.SpoolFlushInterval <= 0 || c.Spool.SpoolFlushInterval > yearMs {
+		bad("SLUICE_SPOOL_FLUSH_INTERVAL_MS", "must be between 1 and %d, got %d", yearMs, c.Spool.SpoolFlushInterval)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
