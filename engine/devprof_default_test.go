@@ -99,3 +99,39 @@ func TestDefaultChangeHalfWay(t *testing.T) {
 		t.Fatalf("%d profiles, want 2: %v", len(all), err)
 	}
 }
+
+// TestFailedDefaultChange: a change of default that fails while the old
+// default stands leaves no mark: the profile stays deletable.
+func TestFailedDefaultChange(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	old, err := te.GetDefaultProfileInfo(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: "next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demotion keeps being overtaken: the change fails, the default stays.
+	var overtake func()
+	overtake = func() {
+		te.hook("replace", kindProfile, func() {
+			cur, prev, err := te.loadProfile(ctx, old.ID.ID)
+			if err == nil {
+				cur.Description += "."
+				te.writeProfile(ctx, cur, &prev)
+			}
+			overtake()
+		})
+	}
+	te.hook("replace", kindProfile, overtake) // after the mark's write
+	_, err = te.SetDefaultDeviceProfile(ctx, admin, dp.ID.ID)
+	te.store = te.store.(*hookStore).Backend
+	wantCode(t, err, CodeVersionConflict)
+	if info, err := te.GetDefaultProfileInfo(ctx, admin); err != nil || info.ID != old.ID {
+		t.Fatalf("default after a failed change: %+v %v", info, err)
+	}
+	wantCode(t, te.DeleteDeviceProfile(ctx, admin, dp.ID.ID), 0)
+}

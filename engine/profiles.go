@@ -188,10 +188,15 @@ func (e *Engine) promoteProfile(ctx context.Context, id uuid.UUID) (*DeviceProfi
 // value of the profile records, so the change is three writes: the profile is
 // marked Promoting, the old default loses the flag, the profile gets it; a
 // caller that finds no default in between finishes the change (defaultProfile).
-func (e *Engine) SetDefaultDeviceProfile(ctx context.Context, p *Principal, id uuid.UUID) (*DeviceProfile, error) {
+func (e *Engine) SetDefaultDeviceProfile(ctx context.Context, p *Principal, id uuid.UUID) (dp *DeviceProfile, err error) {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			e.dropProfilePromotingMark(ctx, p.TenantID, id) // else the profile would read as becoming the default for good
+		}
+	}()
 	for range maxReplaceTries {
 		rec, prev, err := e.loadProfile(ctx, id)
 		if err != nil {
@@ -226,6 +231,25 @@ func (e *Engine) SetDefaultDeviceProfile(ctx context.Context, p *Principal, id u
 		return dp, nil
 	}
 	return nil, errChangedMeanwhile
+}
+
+// dropProfilePromotingMark takes the Promoting mark off a profile of tenant
+// a failed change of default left it on, over the version read, while
+// another profile is the default; a later change sets it again. With no
+// default (the old one was demoted) the mark stays: defaultProfile finishes
+// the change with it.
+func (e *Engine) dropProfilePromotingMark(ctx context.Context, tenant, id uuid.UUID) {
+	if _, err := lookupRecord[DeviceProfile](ctx, e, kindProfile, defaultProfileKey(tenant)); err != nil {
+		return
+	}
+	rec, prev, err := e.loadProfile(ctx, id)
+	if err != nil || !rec.Promoting || rec.TenantID.ID != tenant {
+		return
+	}
+	rec.Promoting = false
+	if err := e.writeProfile(ctx, rec, &prev); err != nil && !errors.Is(err, storage.ErrChanged) && !errors.Is(err, storage.ErrNotFound) {
+		e.cfg.Logger.Warn("cannot clear the mark of a failed change of the default device profile", "deviceProfile", id, "err", err)
+	}
 }
 
 // demoteDefault takes the default flag off the tenant's default profile unless
