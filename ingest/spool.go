@@ -767,18 +767,6 @@ func (s *Spool) Failed() error {
 	return nil
 }
 
-// Writable tells why a Write would be refused before it touches anything:
-// the spool is full, closed or failed. (A write can still be refused after
-// it: it may not fit, or the disk may be full.)
-func (s *Spool) Writable() error {
-	if s.Full() {
-		return ErrSpoolFull
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.writable()
-}
-
 // rotate syncs and seals the active segment and starts the next; under wmu.
 func (s *Spool) rotate() error {
 	old := s.active
