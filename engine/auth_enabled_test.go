@@ -122,16 +122,9 @@ func TestDisabledUserNotActivated(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
 	admin := te.tenantAdmin(t)
-	u, err := te.SaveUser(ctx, admin, &User{Email: "pending@example.com", Authority: TenantAdmin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, tok := te.invited(t, admin, "pending@example.com")
 	wantCode(t, te.SetUserCredentialsEnabled(ctx, admin, u.ID.ID, false), 0)
-	_, _, err = te.Activate(ctx, tok, "password1")
+	_, _, err := te.Activate(ctx, tok, "password1")
 	wantCode(t, err, CodeBadRequestParams)
 	wantCode(t, te.CheckActivateToken(ctx, tok), CodeBadRequestParams)
 	wantCode(t, te.SetUserCredentialsEnabled(ctx, admin, u.ID.ID, true), 0)

@@ -102,3 +102,19 @@ func wantCode(t *testing.T, err error, code Code) {
 		t.Fatalf("want code %d, got %d (%s)", code, ee.Code, ee.Msg)
 	}
 }
+
+// invited creates a tenant admin of admin's tenant who has not activated the
+// account yet, and returns it with an activation token.
+func (te *testEngine) invited(t *testing.T, admin *Principal, email string) (*User, string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := te.SaveUser(ctx, admin, &User{Email: email, Authority: TenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, tok
+}

@@ -136,14 +136,7 @@ func TestAccountWritesOverWhatTheyRead(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
 	admin := te.tenantAdmin(t)
-	u, err := te.SaveUser(ctx, admin, &User{Email: "race@example.com", Authority: TenantAdmin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tok := te.invited(t, admin, "race@example.com")
 	overtake := te.overtaker()
 
 	overtake(func() {
@@ -151,7 +144,7 @@ func TestAccountWritesOverWhatTheyRead(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	_, _, err = te.Activate(ctx, tok, "password-second")
+	_, _, err := te.Activate(ctx, tok, "password-second")
 	wantCode(t, err, CodeBadRequestParams)
 	if _, _, err := te.Login(ctx, "race@example.com", "password-first"); err != nil {
 		t.Fatalf("the first activation's password: %v", err)
@@ -224,14 +217,7 @@ func TestCheckActivateToken(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
 	admin := te.tenantAdmin(t)
-	u, err := te.SaveUser(ctx, admin, &User{Email: "new@example.com", Authority: TenantAdmin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := te.ActivationToken(ctx, admin, u.ID.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tok := te.invited(t, admin, "new@example.com")
 	if err := te.CheckActivateToken(ctx, tok); err != nil {
 		t.Fatal(err)
 	}
