@@ -63,6 +63,8 @@ type Analytics struct {
 	// ReportThreads reports run at once; ReportQueue more wait; past that, 429.
 	ReportThreads int `yaml:"report_threads" env:"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE"`
 	ReportQueue   int `yaml:"report_queue" env:"SIMPLE_API_RATE_LIMITER_QUEUE_CAPACITY"`
+	// ReportTimeout bounds one report, its wait in the queue included, in ms.
+	ReportTimeout int `yaml:"report_timeout_ms" env:"SLUICE_REPORT_TIMEOUT"`
 }
 
 // ClickHouse is the production telemetry store. With Addr empty (and Redis.Addr
@@ -257,7 +259,7 @@ func Default() Config {
 			RPCDefaultTimeout: 10000, RPCMinTimeout: 5000, ScriptTimeout: 1000, ScriptMaxMemory: 16 << 20,
 			ClaimDuration: 86400000, ClaimAllowByDefault: true, InactivityTimeout: 600,
 		},
-		Analytics: Analytics{ReportThreads: 10, ReportQueue: 10},
+		Analytics: Analytics{ReportThreads: 10, ReportQueue: 10, ReportTimeout: 120_000},
 	}
 }
 
@@ -390,6 +392,7 @@ func (c Config) Validate() error {
 		{"DEVICE_CLAIM_DURATION", c.Device.ClaimDuration, yearMs},
 		{"DEFAULT_INACTIVITY_TIMEOUT", c.Device.InactivityTimeout, tenYearsS},
 		{"SIMPLE_API_RATE_LIMITER_THREAD_POOL_SIZE", c.Analytics.ReportThreads, 1024},
+		{"SLUICE_REPORT_TIMEOUT", c.Analytics.ReportTimeout, 24 * 3600 * 1000},
 	}
 	for _, p := range positive {
 		if p.v <= 0 || p.v > p.max {

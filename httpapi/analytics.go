@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,9 +75,10 @@ func newReportLimiter(threads, queue int) *reportLimiter {
 	return &reportLimiter{admitted: make(chan struct{}, threads+queue), running: make(chan struct{}, threads)}
 }
 
-// enter waits for a running slot; false when the queue is full or the server
-// is closing (done).
-func (l *reportLimiter) enter(done <-chan struct{}) (ok, full bool) {
+// enter waits for a running slot; false when the queue is full, the server is
+// closing (closing) or the request ends (gone: its client hung up, or its
+// timeout passed).
+func (l *reportLimiter) enter(closing, gone <-chan struct{}) (ok, full bool) {
 	select {
 	case l.admitted <- struct{}{}:
 	default:
@@ -84,10 +87,11 @@ func (l *reportLimiter) enter(done <-chan struct{}) (ok, full bool) {
 	select {
 	case l.running <- struct{}{}:
 		return true, false
-	case <-done:
-		<-l.admitted
-		return false, false
+	case <-closing:
+	case <-gone:
 	}
+	<-l.admitted
+	return false, false
 }
 
 func (l *reportLimiter) leave() {
@@ -132,17 +136,32 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 		}) {
 			return
 		}
-		ok, full := lim.enter(s.polls.Done())
+		// The report runs under a context that ends when its client hangs up
+		// (nobody would read the answer; a waiting one gives its queue place
+		// back) and at the report timeout. It derives from s.ctx, not s.polls:
+		// a graceful shutdown lets running reports finish.
+		rctx, stop := watchHangup(s.ctx, ctx)
+		defer stop()
+		rctx, cancel := context.WithTimeoutCause(rctx, s.cfg.ReportTimeout, errReportTimeout)
+		defer cancel()
+		ok, full := lim.enter(s.polls.Done(), rctx.Done())
 		if !ok {
-			if full {
+			switch {
+			case full:
 				s.fail(ctx, &engine.LimitError{Err: errReportBusy, RetryAfter: time.Second}) // Retry-After, as every other 429
-			} else {
+			case rctx.Err() != nil:
+				s.reportCut(ctx, rctx)
+			default:
 				s.fail(ctx, &engine.Error{Code: engine.CodeUnavailable, Msg: "Node is shutting down"})
 			}
 			return
 		}
-		rep, err := s.build(lim, p, req)
+		rep, err := s.build(rctx, lim, p, req)
 		if err != nil {
+			if rctx.Err() != nil {
+				s.reportCut(ctx, rctx)
+				return
+			}
 			s.fail(ctx, err)
 			return
 		}
@@ -157,9 +176,26 @@ func (s *Server) buildReport(lim *reportLimiter) fasthttp.RequestHandler {
 // build runs a report in the slot lim admitted it to, which it gives back even
 // if the report panics (the router's recovery answers 500 and serves on; a slot
 // lost each time would shrink the report capacity for good).
-func (s *Server) build(lim *reportLimiter, p *engine.Principal, req engine.ReportRequest) (*engine.Report, error) {
+func (s *Server) build(rctx context.Context, lim *reportLimiter, p *engine.Principal, req engine.ReportRequest) (*engine.Report, error) {
 	defer lim.leave()
-	return s.eng.BuildReport(s.ctx, p, req)
+	return s.eng.BuildReport(rctx, p, req)
+}
+
+// errReportTimeout is the cause of a report context that reached
+// Config.ReportTimeout.
+var errReportTimeout = errors.New("report timeout")
+
+// reportCut answers a report whose context ended before its answer: 503 at the
+// timeout, nothing for a client that hung up (the connection is closed).
+func (s *Server) reportCut(ctx *fasthttp.RequestCtx, rctx context.Context) {
+	if errors.Is(context.Cause(rctx), errHungUp) {
+		s.log.Debug("report cancelled: its client closed the connection", "requestId", requestID(ctx), "client", s.clientAddr(ctx))
+		ctx.SetConnectionClose()
+		return
+	}
+	s.fail(ctx, &engine.Error{Code: engine.CodeUnavailable, Msg: "The report did not finish within " +
+		strconv.FormatInt(s.cfg.ReportTimeout.Milliseconds(), 10) +
+		" ms (SLUICE_REPORT_TIMEOUT): narrow its range or filters, or retry when fewer reports run"})
 }
 
 // reportCredentials is the Authorization-style credential of a report request.

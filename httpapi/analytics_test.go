@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,29 +17,8 @@ import (
 // another, the next is refused with 429; once the running one ends, the queued
 // one completes. The running report is simulated by holding its slot.
 func TestReportQueue(t *testing.T) {
-	n := startTestNode(t)
 	lim := newReportLimiter(1, 1)
-	r := router.New()
-	n.API.reportRoutes(r, lim)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &fasthttp.Server{Handler: r.Handler}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.ShutdownWithContext(ctx)
-	})
-	q := &testNode{t: t, URL: "http://" + ln.Addr().String()}
-
-	auth := n.tenant()
-	n.expect("POST", "/api/device", auth, map[string]string{"name": "q1", "type": "meter"}, 200, "")
-	var v struct{ ID struct{ ID string } }
-	n.decode(n.expect("POST", "/api/analytics/view", auth, `{"name":"q","source":{"deviceProfile":"meter"},
-		"fields":[{"label":"Device","source":"ENTITY_NAME"}]}`, 200, ""), &v)
-	body := `{"viewConfigId":"` + v.ID.ID + `"}`
+	_, q, auth, body := reportServer(t, lim)
 	path := "/apiAnalytics/publicApi/buildReport"
 
 	lim.admitted <- struct{}{} // the running report
@@ -71,19 +52,114 @@ func TestReportQueue(t *testing.T) {
 	}
 }
 
+// reportServer serves the report route with lim on a listener of its own and
+// saves a view over one device: the node, a client of that listener, a tenant
+// administrator's credentials and the report request body.
+func reportServer(t *testing.T, lim *reportLimiter) (n, q *testNode, auth, body string) {
+	t.Helper()
+	n = startTestNode(t)
+	r := router.New()
+	n.API.reportRoutes(r, lim)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: r.Handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.ShutdownWithContext(ctx)
+	})
+	q = &testNode{t: t, URL: "http://" + ln.Addr().String()}
+
+	auth = n.tenant()
+	n.expect("POST", "/api/device", auth, map[string]string{"name": "q1", "type": "meter"}, 200, "")
+	var v struct{ ID struct{ ID string } }
+	n.decode(n.expect("POST", "/api/analytics/view", auth, `{"name":"q","source":{"deviceProfile":"meter"},
+		"fields":[{"label":"Device","source":"ENTITY_NAME"}]}`, 200, ""), &v)
+	return n, q, auth, `{"viewConfigId":"` + v.ID.ID + `"}`
+}
+
+// TestReportTimeout: a report that passes its timeout, queued or running, is
+// 503 saying so.
+func TestReportTimeout(t *testing.T) {
+	lim := newReportLimiter(1, 1)
+	n, q, auth, body := reportServer(t, lim)
+	path := "/apiAnalytics/publicApi/buildReport"
+	n.API.cfg.ReportTimeout = 50 * time.Millisecond
+	lim.admitted <- struct{}{} // a running report holds the one slot
+	lim.running <- struct{}{}
+	out := q.expect("POST", path, auth, body, 503, "")
+	var e apiError
+	q.decode(out, &e)
+	if e.ErrorCode != 50 || e.Status != 503 || !strings.Contains(e.Message, "within 50 ms (SLUICE_REPORT_TIMEOUT)") {
+		t.Fatalf("timeout body: %s", out)
+	}
+	if len(lim.admitted) != 1 {
+		t.Fatalf("the timed-out report kept its queue place: %d admitted", len(lim.admitted))
+	}
+	<-lim.running
+	<-lim.admitted
+
+	n.API.cfg.ReportTimeout = time.Nanosecond // passed before the report reads anything
+	if out := q.expect("POST", path, auth, body, 503, ""); !strings.Contains(string(out), "SLUICE_REPORT_TIMEOUT") {
+		t.Fatalf("timeout body: %s", out)
+	}
+	if len(lim.admitted) != 0 || len(lim.running) != 0 {
+		t.Fatalf("slots left taken: %d admitted, %d running", len(lim.admitted), len(lim.running))
+	}
+}
+
+// TestReportHangup: a report waiting in the queue whose client closes its
+// connection gives its place back at the next probe, not when a slot frees.
+func TestReportHangup(t *testing.T) {
+	defer func(d time.Duration) { hangupProbe = d }(hangupProbe)
+	hangupProbe = 20 * time.Millisecond
+	lim := newReportLimiter(1, 1)
+	_, q, auth, body := reportServer(t, lim)
+	lim.admitted <- struct{}{} // a running report holds the one slot
+	lim.running <- struct{}{}
+	c, err := net.Dial("tcp", strings.TrimPrefix(q.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := "POST /apiAnalytics/publicApi/buildReport HTTP/1.1\r\nHost: x\r\nX-Authorization: " + auth +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the report to queue", func() bool { return len(lim.admitted) == 2 })
+	c.Close()
+	waitFor(t, "the queue place back", func() bool { return len(lim.admitted) == 1 })
+	<-lim.running
+	<-lim.admitted
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestReportQueueZero: with no queue, a report that cannot run at once is refused.
 func TestReportQueueZero(t *testing.T) {
 	lim := newReportLimiter(2, 0)
 	for range 2 {
-		if ok, _ := lim.enter(nil); !ok {
+		if ok, _ := lim.enter(nil, nil); !ok {
 			t.Fatal("a free slot refused")
 		}
 	}
-	if ok, full := lim.enter(nil); ok || !full {
+	if ok, full := lim.enter(nil, nil); ok || !full {
 		t.Fatalf("third report: ok %v, full %v", ok, full)
 	}
 	lim.leave()
-	if ok, _ := lim.enter(nil); !ok {
+	if ok, _ := lim.enter(nil, nil); !ok {
 		t.Fatal("a freed slot refused")
 	}
 }

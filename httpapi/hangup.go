@@ -38,7 +38,12 @@ func hungUp(wctx context.Context, err error) error {
 // it, through engine.WithClient, right before handing over what it waited for.
 // stop releases it.
 func (s *Server) untilHangup(ctx *fasthttp.RequestCtx) (context.Context, func()) {
-	wctx, cancel := context.WithCancelCause(s.polls)
+	return watchHangup(s.polls, ctx)
+}
+
+// watchHangup is untilHangup over any parent context.
+func watchHangup(parent context.Context, ctx *fasthttp.RequestCtx) (context.Context, func()) {
+	wctx, cancel := context.WithCancelCause(parent)
 	sc, ok := ctx.Conn().(syscall.Conn)
 	if !ok {
 		return wctx, func() { cancel(nil) }

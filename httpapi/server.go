@@ -37,6 +37,9 @@ type Config struct {
 	// that the report API answers 429 (SIMPLE_API_RATE_LIMITER_*, 10 and 10).
 	ReportThreads int
 	ReportQueue   int
+	// ReportTimeout bounds a report, its wait in the queue included: past it
+	// the report stops and the answer is 503 (SLUICE_REPORT_TIMEOUT, 120 s).
+	ReportTimeout time.Duration
 	// IngestStats counts telemetry requests refused before the writer (bad body,
 	// 413, 415, 429) per device; nil counts nothing. The writer counts the rest.
 	IngestStats *engine.IngestStats
@@ -79,6 +82,9 @@ func New(cfg Config, eng *engine.Engine, w *ingest.Writer, log *slog.Logger, rea
 	}
 	if cfg.LongPollMaxTimeout <= 0 {
 		cfg.LongPollMaxTimeout = 300 * time.Second
+	}
+	if cfg.ReportTimeout <= 0 {
+		cfg.ReportTimeout = 120 * time.Second
 	}
 	polls, stopPolls := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, eng: eng, ingest: w, log: logger(log), ready: ready, ctx: context.Background(),

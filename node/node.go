@@ -119,6 +119,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		LongPollMaxTimeout: time.Duration(cfg.HTTP.LongPollMaxTimeout) * time.Millisecond,
 		ReportThreads:      cfg.Analytics.ReportThreads,
 		ReportQueue:        cfg.Analytics.ReportQueue,
+		ReportTimeout:      time.Duration(cfg.Analytics.ReportTimeout) * time.Millisecond,
 		IngestStats:        stats,
 		Limits: codec.Limits{
 			MaxDepth: cfg.Limits.MaxJSONDepth, MaxObjectKeys: cfg.Limits.MaxObjectKeys,
