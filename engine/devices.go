@@ -401,7 +401,7 @@ func (e *Engine) deviceProfileFor(ctx context.Context, tenant, profileID uuid.UU
 		if err != nil {
 			return nil, ifNotFound(err, errDeviceBadProfile)
 		}
-		if rec.TenantID.ID != tenant || rec.Deleting {
+		if rec.TenantID.ID != tenant || rec.marked(e.now()) {
 			return nil, errDeviceBadProfile
 		}
 		return &rec.DeviceProfile, nil

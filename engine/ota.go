@@ -72,14 +72,15 @@ type SaveOtaPackageInfoRequest struct {
 }
 
 // otaRecord is what is stored: the info and, once uploaded, the id of its bytes.
-// Deleting marks a package whose deletion is under way (see DeleteOtaPackage):
+// Deleting marks a package whose deletion is under way (see DeleteOtaPackage,
+// deletionMarks):
 // it can no longer be newly assigned, but until it is gone it is otherwise as
 // any other, read, listed and downloaded by users and devices alike, for the
 // deletion may yet be refused. The API never shows the field.
 type otaRecord struct {
 	OtaPackageInfo
-	DataID   uuid.UUID `json:"dataId"`
-	Deleting bool      `json:"deleting,omitempty"`
+	DataID uuid.UUID `json:"dataId"`
+	deletionMarks
 }
 
 func (r *otaRecord) hasURL() bool   { return r.URL != nil && *r.URL != "" }
@@ -517,13 +518,14 @@ func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUI
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return err
 	}
-	r, err := e.markOtaDeleting(ctx, p.TenantID, id, true)
+	deletion := newDeletionID()
+	r, err := e.markOtaDeleting(ctx, p.TenantID, id, deletion, true)
 	if err != nil {
 		return err
 	}
 	if err := e.checkOtaUnused(ctx, r); err != nil {
 		// Not deleted after all: it may be assigned again.
-		if _, uerr := e.markOtaDeleting(ctx, p.TenantID, id, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
+		if _, uerr := e.markOtaDeleting(ctx, p.TenantID, id, deletion, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
 			return errors.Join(err, uerr)
 		}
 		return err
@@ -550,11 +552,11 @@ func (e *Engine) removeOtaPackage(ctx context.Context, id uuid.UUID) error {
 	return e.deleteOtaData(ctx, id)
 }
 
-// markOtaDeleting sets or clears the deletion mark of a package of tenant,
-// over its latest version, and returns the package as written.
-func (e *Engine) markOtaDeleting(ctx context.Context, tenant, id uuid.UUID, deleting bool) (*otaRecord, error) {
+// markOtaDeleting sets or takes back the mark of a deletion of a package of
+// tenant, over its latest version, and returns the package as written.
+func (e *Engine) markOtaDeleting(ctx context.Context, tenant, id uuid.UUID, deletion string, deleting bool) (*otaRecord, error) {
 	return e.updateOta(ctx, tenant, id, func(r *otaRecord) error {
-		r.Deleting = deleting
+		r.setMark(deletion, deleting, e.now())
 		return nil
 	})
 }

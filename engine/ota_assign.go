@@ -90,7 +90,7 @@ func (e *Engine) checkOtaAssignment(ctx context.Context, tenant, profileID uuid.
 		switch {
 		case err != nil:
 			return err
-		case r.Deleting && r.ID.ID != otaIDOf(a.typ, oldFirmware, oldSoftware):
+		case r.marked(e.now()) && r.ID.ID != otaIDOf(a.typ, oldFirmware, oldSoftware):
 			return errOtaMissing(a.typ) // see DeleteOtaPackage
 		case r.TenantID.ID != tenant:
 			return Errorf(CodeBadRequestParams, "Can't assign %s from different tenant!", name)
@@ -123,7 +123,7 @@ func (e *Engine) lostOta(ctx context.Context, firmware, software, oldFirmware, o
 			continue
 		}
 		r, err := getRecord[otaRecord](ctx, e, kindOtaPackage, id)
-		if errors.Is(err, storage.ErrNotFound) || (err == nil && r.Deleting) {
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && r.marked(e.now())) {
 			return typ, nil
 		}
 		if err != nil {

@@ -484,7 +484,7 @@ func TestDeleteProfileDeletesOta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := te.markProfileDeleting(ctx, admin, dp3.ID.ID, true); err != nil {
+	if err := te.markProfileDeleting(ctx, admin, dp3.ID.ID, "test", true); err != nil {
 		t.Fatal(err)
 	}
 	_, err = te.SaveOtaPackageInfo(ctx, admin, &SaveOtaPackageInfoRequest{OtaPackageInfo: OtaPackageInfo{

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -138,7 +139,7 @@ func TestOtaDeleteRacingDeviceSave(t *testing.T) {
 	// deletion finishes the marked package.
 	fw = te.otaWithData(t, admin, "marked meanwhile")
 	te.hook("replace", kindDevice, func() {
-		if _, err := te.markOtaDeleting(ctx, admin.TenantID, fw.ID.ID, true); err != nil {
+		if _, err := te.markOtaDeleting(ctx, admin.TenantID, fw.ID.ID, "test", true); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -196,7 +197,7 @@ func TestOtaDeleteRacingProfileSave(t *testing.T) {
 	for _, race := range []func(id uuid.UUID){
 		func(id uuid.UUID) { wantCode(t, te.DeleteOtaPackage(ctx, admin, id), 0) },
 		func(id uuid.UUID) {
-			if _, err := te.markOtaDeleting(ctx, admin.TenantID, id, true); err != nil {
+			if _, err := te.markOtaDeleting(ctx, admin.TenantID, id, "test", true); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -218,8 +219,8 @@ func TestOtaDeleteRacingProfileSave(t *testing.T) {
 
 // TestOtaDeleteMark: a refused deletion unmarks the package; a mark left
 // behind (a crash) keeps the package readable and its devices savable,
-// survives uploads and info updates, and is finished or cleared by the next
-// deletion.
+// survives uploads and info updates, and is finished by the next deletion, or
+// dropped by one once it is stale.
 func TestOtaDeleteMark(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
@@ -238,7 +239,7 @@ func TestOtaDeleteMark(t *testing.T) {
 	}
 
 	// Left marked: still there for reads and for the devices that have it.
-	if _, err := te.markOtaDeleting(ctx, admin.TenantID, fw.ID.ID, true); err != nil {
+	if _, err := te.markOtaDeleting(ctx, admin.TenantID, fw.ID.ID, "test", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := te.GetOtaPackageInfo(ctx, admin, fw.ID.ID); err != nil {
@@ -270,7 +271,7 @@ func TestOtaDeleteMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.markOtaDeleting(ctx, admin.TenantID, up.ID.ID, true); err != nil {
+	if _, err := te.markOtaDeleting(ctx, admin.TenantID, up.ID.ID, "test", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := te.SaveOtaPackageData(ctx, admin, up.ID.ID, OtaUpload{
@@ -282,13 +283,21 @@ func TestOtaDeleteMark(t *testing.T) {
 	}
 	wantCode(t, te.DeleteOtaPackage(ctx, admin, up.ID.ID), 0) // unused: finished
 
-	// Used: the next deletion is refused and clears the mark.
+	// Used: the next deletion is refused and takes back its own mark only:
+	// the one left behind may be a deletion still under way.
+	wantCode(t, te.DeleteOtaPackage(ctx, admin, fw.ID.ID), CodeBadRequestParams)
+	if !te.otaMarked(t, fw.ID.ID) {
+		t.Fatal("a refused deletion took back another deletion's mark")
+	}
+	// Past staleDeletion the mark left behind no longer counts, and the next
+	// deletion drops it.
+	te.now = func() time.Time { return time.Now().Add(staleDeletion + time.Minute) }
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "third", FirmwareID: &fw.ID}, ""); err != nil {
+		t.Fatalf("package unassignable under a stale mark: %v", err)
+	}
 	wantCode(t, te.DeleteOtaPackage(ctx, admin, fw.ID.ID), CodeBadRequestParams)
 	if te.otaMarked(t, fw.ID.ID) {
-		t.Fatal("a refused deletion left the mark")
-	}
-	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "third", FirmwareID: &fw.ID}, ""); err != nil {
-		t.Fatal(err)
+		t.Fatal("a refused deletion left a stale mark")
 	}
 }
 

@@ -51,7 +51,7 @@ func (e *Engine) newProfile(tenant uuid.UUID, name string, isDefault bool) *Devi
 }
 
 // profileRecord is a profile as stored. Deleting marks a profile whose deletion
-// is under way: device saves refuse it (see DeleteDeviceProfile). Code that
+// is under way: device saves refuse it (see DeleteDeviceProfile, deletionMarks). Code that
 // reads a DeviceProfile does not see the field.
 //
 // Promoting marks a profile that SetDefaultDeviceProfile is making the default:
@@ -60,7 +60,7 @@ func (e *Engine) newProfile(tenant uuid.UUID, name string, isDefault bool) *Devi
 // than creating another default.
 type profileRecord struct {
 	DeviceProfile
-	Deleting  bool `json:"deleting,omitempty"`
+	deletionMarks
 	Promoting bool `json:"promoting,omitempty"`
 }
 
@@ -208,7 +208,7 @@ func (e *Engine) SetDefaultDeviceProfile(ctx context.Context, p *Principal, id u
 		switch {
 		case rec.Default:
 			return &rec.DeviceProfile, nil
-		case rec.Deleting:
+		case rec.marked(e.now()):
 			return nil, errChangedMeanwhile // a deletion is under way: it is 404 soon, or usable again
 		case !rec.Promoting:
 			rec.Promoting = true
@@ -461,7 +461,7 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 				return nil, errProfileTransUsed
 			}
 		}
-		err = e.writeProfile(ctx, &profileRecord{DeviceProfile: dp, Deleting: rec.Deleting, Promoting: rec.Promoting}, &prev)
+		err = e.writeProfile(ctx, &profileRecord{DeviceProfile: dp, deletionMarks: rec.deletionMarks, Promoting: rec.Promoting}, &prev)
 		switch {
 		case errors.Is(err, storage.ErrChanged):
 			if in.Version != 0 {
@@ -625,7 +625,8 @@ func (e *Engine) DeleteDeviceProfile(ctx context.Context, p *Principal, id uuid.
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return err
 	}
-	if err := e.markProfileDeleting(ctx, p, id, true); err != nil {
+	deletion := newDeletionID()
+	if err := e.markProfileDeleting(ctx, p, id, deletion, true); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			// Only p's tenant's packages: another tenant's profile id finds none.
 			if cerr := e.removeProfileOtaPackages(ctx, p.TenantID, id); cerr != nil {
@@ -640,7 +641,7 @@ func (e *Engine) DeleteDeviceProfile(ctx context.Context, p *Principal, id uuid.
 	}
 	if err != nil {
 		// Not deleted after all: devices may use it again.
-		if uerr := e.markProfileDeleting(ctx, p, id, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
+		if uerr := e.markProfileDeleting(ctx, p, id, deletion, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
 			return errors.Join(err, uerr)
 		}
 		return err
@@ -703,9 +704,10 @@ func (e *Engine) setDeviceType(ctx context.Context, id uuid.UUID, dp *DeviceProf
 	return errChangedMeanwhile
 }
 
-// markProfileDeleting sets or clears the deletion mark of a profile of p's
-// tenant, over its latest version. Setting it refuses the default profile.
-func (e *Engine) markProfileDeleting(ctx context.Context, p *Principal, id uuid.UUID, deleting bool) error {
+// markProfileDeleting sets or takes back the mark of a deletion of a profile
+// of p's tenant, over its latest version. Setting it refuses the default
+// profile.
+func (e *Engine) markProfileDeleting(ctx context.Context, p *Principal, id uuid.UUID, deletion string, deleting bool) error {
 	for range maxReplaceTries {
 		rec, prev, err := e.loadProfile(ctx, id)
 		if err != nil {
@@ -717,10 +719,9 @@ func (e *Engine) markProfileDeleting(ctx context.Context, p *Principal, id uuid.
 		if deleting && (rec.Default || rec.Promoting) {
 			return errProfileDelDefault
 		}
-		if rec.Deleting == deleting {
-			return nil // a retried (or concurrent) deletion
+		if !rec.setMark(deletion, deleting, e.now()) {
+			return nil
 		}
-		rec.Deleting = deleting
 		err = e.writeProfile(ctx, rec, &prev)
 		if errors.Is(err, storage.ErrChanged) {
 			continue
@@ -740,5 +741,5 @@ func (e *Engine) usableProfile(ctx context.Context, id uuid.UUID) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	return !rec.Deleting, nil
+	return !rec.marked(e.now()), nil
 }

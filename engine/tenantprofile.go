@@ -262,11 +262,11 @@ func (e *Engine) defaultTenantProfile(ctx context.Context) (*TenantProfile, erro
 // off the old default and putting it on this one there is none, and
 // defaultTenantProfile then finishes the change rather than creating another.
 // Deleting marks a profile whose deletion is under way: tenant saves refuse it
-// (see DeleteTenantProfile). Code that reads a TenantProfile sees neither.
+// (see DeleteTenantProfile, deletionMarks). Code that reads a TenantProfile sees neither.
 type tenantProfileRecord struct {
 	TenantProfile
 	Promoting bool `json:"promoting,omitempty"`
-	Deleting  bool `json:"deleting,omitempty"`
+	deletionMarks
 }
 
 // putTenantProfile stores a new profile with its unique name and default marker.
@@ -409,7 +409,7 @@ func (e *Engine) SetDefaultTenantProfile(ctx context.Context, p *Principal, id u
 		switch {
 		case r.Default:
 			return &r.TenantProfile, nil
-		case r.Deleting:
+		case r.marked(e.now()):
 			return nil, errChangedMeanwhile // a deletion is under way: it is 404 soon, or usable again
 		case !r.Promoting:
 			r.Promoting = true
@@ -490,7 +490,7 @@ func (e *Engine) SaveTenantProfile(ctx context.Context, p *Principal, in *Tenant
 		}
 		tp.ID, tp.CreatedTime, tp.Version, tp.Default = old.ID, old.CreatedTime, old.Version+1, old.Default
 		tp.ID.EntityType = EntityTenantProfile
-		r := &tenantProfileRecord{TenantProfile: tp, Promoting: old.Promoting, Deleting: old.Deleting}
+		r := &tenantProfileRecord{TenantProfile: tp, Promoting: old.Promoting, deletionMarks: old.deletionMarks}
 		err = e.writeTenantProfile(ctx, r, &prev)
 		if errors.Is(err, storage.ErrChanged) {
 			continue
@@ -584,7 +584,8 @@ func (e *Engine) DeleteTenantProfile(ctx context.Context, p *Principal, id uuid.
 	if err := requireRole(p, SysAdmin); err != nil {
 		return err
 	}
-	if err := e.markTenantProfileDeleting(ctx, id, true); err != nil {
+	deletion := newDeletionID()
+	if err := e.markTenantProfileDeleting(ctx, id, deletion, true); err != nil {
 		return err
 	}
 	used, err := e.tenantProfileInUse(ctx, id)
@@ -593,7 +594,7 @@ func (e *Engine) DeleteTenantProfile(ctx context.Context, p *Principal, id uuid.
 	}
 	if err != nil {
 		// Not deleted after all: tenants may use it again.
-		if uerr := e.markTenantProfileDeleting(ctx, id, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
+		if uerr := e.markTenantProfileDeleting(ctx, id, deletion, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
 			return errors.Join(err, uerr)
 		}
 		return err
@@ -612,10 +613,10 @@ func (e *Engine) tenantProfileInUse(ctx context.Context, id uuid.UUID) (bool, er
 	}), nil
 }
 
-// markTenantProfileDeleting sets or clears the deletion mark of a profile,
-// over its latest version. Setting it refuses the default profile and one
-// becoming the default.
-func (e *Engine) markTenantProfileDeleting(ctx context.Context, id uuid.UUID, deleting bool) error {
+// markTenantProfileDeleting sets or takes back the mark of a deletion of a
+// profile, over its latest version. Setting it refuses the default profile and
+// one becoming the default.
+func (e *Engine) markTenantProfileDeleting(ctx context.Context, id uuid.UUID, deletion string, deleting bool) error {
 	for range maxReplaceTries {
 		r, prev, err := e.loadTenantProfile(ctx, id)
 		if err != nil {
@@ -624,10 +625,9 @@ func (e *Engine) markTenantProfileDeleting(ctx context.Context, id uuid.UUID, de
 		if deleting && (r.Default || r.Promoting) {
 			return errTenantProfileDelDefault
 		}
-		if r.Deleting == deleting {
-			return nil // a retried (or concurrent) deletion
+		if !r.setMark(deletion, deleting, e.now()) {
+			return nil
 		}
-		r.Deleting = deleting
 		err = e.writeTenantProfile(ctx, r, &prev)
 		if errors.Is(err, storage.ErrChanged) {
 			continue
@@ -647,7 +647,7 @@ func (e *Engine) usableTenantProfile(ctx context.Context, id uuid.UUID) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return !r.Deleting, nil
+	return !r.marked(e.now()), nil
 }
 
 // GetTenantProfileInfo returns {"id","name"} of a tenant profile; system

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bytedance/sonic"
+)
+
+// TestDeletionMarks: each deletion takes back its own mark only; a stale mark
+// stops counting and the next mark drops it; an earlier version's bare flag
+// counts until the next deletion ends.
+func TestDeletionMarks(t *testing.T) {
+	now := time.Now()
+	var m deletionMarks
+	if m.marked(now) {
+		t.Fatal("unmarked record marked")
+	}
+	if !m.mark("a", now) || !m.mark("b", now) || m.mark("a", now) {
+		t.Fatal("mark changes")
+	}
+	if !m.unmark("b") || m.unmark("b") || !m.marked(now) {
+		t.Fatalf("b's unmark took a's mark: %+v", m)
+	}
+	later := now.Add(staleDeletion + time.Second)
+	if m.marked(later) {
+		t.Fatal("a stale mark counts")
+	}
+	m.mark("c", later)
+	if len(m.Deletions) != 1 || m.Deletions[0].ID != "c" {
+		t.Fatalf("stale mark kept: %+v", m)
+	}
+	m.unmark("c")
+	if m.Deleting || m.marked(later) {
+		t.Fatalf("marks left: %+v", m)
+	}
+
+	// Stored by an earlier version: {"deleting":true}.
+	var r profileRecord
+	if err := sonic.Unmarshal([]byte(`{"name":"p","deleting":true}`), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.marked(later) {
+		t.Fatal("an earlier version's mark does not count")
+	}
+	r.mark("d", later)
+	r.unmark("d")
+	if r.marked(later) {
+		t.Fatal("an earlier version's mark outlived the next deletion")
+	}
+	r.mark("e", now)
+	b, err := sonic.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back profileRecord
+	if err := sonic.Unmarshal(b, &back); err != nil || !back.Deleting || len(back.Deletions) != 1 || back.Deletions[0].ID != "e" || back.Name != "p" {
+		t.Fatalf("round trip of %s: %+v %v", b, back, err)
+	}
+}
+
+// TestConcurrentProfileDeletions: a deletion of a profile in use, refused
+// while another deletion of it is under way, leaves that one's mark: devices
+// and tenants cannot take the profile until it ends.
+func TestConcurrentProfileDeletions(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	dp, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: "twice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "user", DeviceProfileID: dp.ID}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.markProfileDeleting(ctx, admin, dp.ID.ID, "first", true); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.DeleteDeviceProfile(ctx, admin, dp.ID.ID), CodeBadRequestParams)
+	_, err = te.SaveDevice(ctx, admin, &Device{Name: "late", DeviceProfileID: dp.ID}, "")
+	wantCode(t, err, CodeBadRequestParams)
+	if err := te.markProfileDeleting(ctx, admin, dp.ID.ID, "first", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "late", DeviceProfileID: dp.ID}, ""); err != nil {
+		t.Fatalf("profile unusable after both deletions ended: %v", err)
+	}
+
+	sys := te.sysadmin(t)
+	tp, err := te.SaveTenantProfile(ctx, sys, &TenantProfile{Name: "twice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.SaveTenant(ctx, sys, &Tenant{Title: "user", TenantProfileID: &tp.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.markTenantProfileDeleting(ctx, tp.ID.ID, "first", true); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, te.DeleteTenantProfile(ctx, sys, tp.ID.ID), CodeBadRequestParams)
+	_, err = te.SaveTenant(ctx, sys, &Tenant{Title: "late", TenantProfileID: &tp.ID})
+	wantCode(t, err, CodeBadRequestParams)
+	if err := te.markTenantProfileDeleting(ctx, tp.ID.ID, "first", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.SaveTenant(ctx, sys, &Tenant{Title: "late", TenantProfileID: &tp.ID}); err != nil {
+		t.Fatalf("tenant profile unusable after both deletions ended: %v", err)
+	}
+}
