@@ -2,12 +2,16 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/engine"
 )
 
 // serve runs one request through h (as the router would: with the matched
@@ -88,5 +92,52 @@ func benchHandler(b *testing.B, h fasthttp.RequestHandler) {
 		ctx.ResetUserValues()
 		ctx.SetUserValue(router.MatchedRoutePathParam, "/api/v1/{token}/telemetry")
 		h(&ctx)
+	}
+}
+
+// TestPreroutingCounted: a request fasthttp refuses before routing (a body
+// over the limit) counts under route="prerouting"; a device telemetry body
+// over the limit also counts as too_large against its device.
+func TestPreroutingCounted(t *testing.T) {
+	n := startTestNode(t)
+	stats := engine.NewIngestStats(false)
+	stats.Start(n.Store, time.Hour, nil)
+	t.Cleanup(func() { stats.Close(context.Background()) })
+	s := New(Config{MaxBodySize: 10, IngestStats: stats}, n.Eng, nil, nil, nil)
+	prerouting := `sluice_http_requests_total{route="prerouting",method="POST",status="413"}`
+	tooLarge := `sluice_telemetry_rejected_requests_total{reason="too_large"}`
+	before, beforeTooLarge := counterValue(t, prerouting), counterValue(t, tooLarge)
+	for _, path := range []string{"/api/v1/" + n.Demo.DemoDeviceToken + "/telemetry", "/api/v1/unknown/telemetry", "/api/device"} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI(path)
+		s.ErrorHandler(&ctx, fasthttp.ErrBodyTooLarge)
+	}
+	if got := counterValue(t, prerouting) - before; got != 3 {
+		t.Fatalf("prerouting 413s counted: %d, want 3", got)
+	}
+	if got := counterValue(t, tooLarge) - beforeTooLarge; got != 1 {
+		t.Fatalf("too_large requests counted: %d, want 1 (the known device's)", got)
+	}
+	if err := stats.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := n.Store.Counters(context.Background(), n.Demo.DemoDeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c["rejected:too_large"] != 1 {
+		t.Fatalf("device counters: %v", c)
+	}
+}
+
+func TestTelemetryToken(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/abc/telemetry": "abc", "/api/v1//telemetry": "", "/api/v1/a/b/telemetry": "",
+		"/api/v1/abc/attributes": "", "/x/api/v1/abc/telemetry": "",
+	} {
+		if got, ok := telemetryToken([]byte(path)); got != want || ok != (want != "") {
+			t.Fatalf("%s: %q %v", path, got, ok)
+		}
 	}
 }

@@ -196,6 +196,40 @@ func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if origin := s.crossOrigin(ctx); origin != nil && s.corsAllowed(origin) {
 		corsHeaders(ctx, origin)
 	}
+	s.countPrerouting(ctx, err == fasthttp.ErrBodyTooLarge)
+}
+
+// countPrerouting counts a request answered by ErrorHandler, which no route
+// (and so no instrument) saw, under route="prerouting". A telemetry body over
+// the limit also counts against its device's ingest statistics, as a
+// compressed one that inflates past the limit does in the handler: its
+// headers, path included, were read.
+func (s *Server) countPrerouting(ctx *fasthttp.RequestCtx, tooLarge bool) {
+	s.reqMetrics.of(ctx.Method(), "prerouting").counter(ctx.Response.StatusCode()).Inc()
+	if !tooLarge || s.cfg.IngestStats == nil {
+		return
+	}
+	token, ok := telemetryToken(ctx.Path())
+	if !ok {
+		return
+	}
+	if dev, err := s.eng.DeviceByToken(s.ctx, token); err == nil {
+		s.cfg.IngestStats.RejectedRequest(dev.UUID(), engine.RejectTooLarge)
+	}
+}
+
+// telemetryToken is the token of a device telemetry path,
+// /api/v1/{token}/telemetry.
+func telemetryToken(path []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(path, []byte("/api/v1/"))
+	if !ok {
+		return "", false
+	}
+	token, ok := bytes.CutSuffix(rest, []byte("/telemetry"))
+	if !ok || len(token) == 0 || bytes.IndexByte(token, '/') >= 0 {
+		return "", false
+	}
+	return string(token), true
 }
 
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
