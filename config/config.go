@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -147,6 +148,24 @@ func (h HTTP) CORSOrigins() []string {
 		}
 	}
 	return out
+}
+
+// checkOrigin refuses an entry of CORSAllowedOrigins no browser would send as
+// its Origin (a missing scheme, a path): it would lock out the very pages it
+// names, each request answered 403.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") {
+		return fmt.Errorf("%q is not an origin: want scheme://host[:port], e.g. https://app.example.com", o)
+	}
+	if o != strings.ToLower(u.Scheme)+"://"+strings.ToLower(u.Host) {
+		return fmt.Errorf("%q: write the origin in lower case, as browsers send it (%s://%s)", o, strings.ToLower(u.Scheme), strings.ToLower(u.Host))
+	}
+	return nil
 }
 
 // Proxies parses TrustedProxies.
@@ -331,6 +350,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.HTTP.Proxies(); err != nil {
 		bad("SLUICE_TRUSTED_PROXIES", "%v", err)
+	}
+	for _, o := range c.HTTP.CORSOrigins() {
+		if err := checkOrigin(o); err != nil {
+			bad("SLUICE_CORS_ALLOWED_ORIGINS", "%v", err)
+		}
 	}
 	if c.SSL.SSLEnabled {
 		if c.SSL.PemCert == "" {

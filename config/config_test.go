@@ -65,6 +65,15 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	f("SLUICE_SPOOL_MAX_BYTES=9223372036854775807", "SLUICE_SPOOL_MAX_BYTES")
 	f("SLUICE_LONG_POLL_MAX_PER_DEVICE=2000000000", "SLUICE_LONG_POLL_MAX_PER_DEVICE")
 	f("SLUICE_DATA_MIN_FREE_MB=-1", "SLUICE_DATA_MIN_FREE_MB")
+	f("SLUICE_REPORT_TIMEOUT=0", "SLUICE_REPORT_TIMEOUT")
+	for _, o := range []string{"app.example.com", "https://app.example.com/app", "https://app.example.com?x", "https://App.example.com", "https://", "https://u@app.example.com"} {
+		f("SLUICE_CORS_ALLOWED_ORIGINS=https://ok.example,"+o, "SLUICE_CORS_ALLOWED_ORIGINS")
+	}
+	for _, ok := range []string{"*", "none", "https://app.example.com/", "http://localhost:3000, https://[::1]:8443", "capacitor://localhost"} {
+		if _, err := Load("", []string{"SLUICE_CORS_ALLOWED_ORIGINS=" + ok}); err != nil {
+			t.Fatalf("origins %q refused: %v", ok, err)
+		}
+	}
 
 	// The file takes 64-bit numbers: one that would overflow a duration is
 	// refused, not turned into tokens that are expired when issued.
