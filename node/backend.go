@@ -65,14 +65,7 @@ func openBackend(ctx context.Context, cfg config.Config, log *slog.Logger, tally
 
 	// A node may start while ClickHouse is down: its calls are unavailable
 	// (telemetry waits in the spool) until it is reached.
-	ch, err := clickhouse.OpenRetrying(ctx, clickhouse.Options{
-		Addrs:       strings.Split(cfg.ClickHouse.CHAddr, ","),
-		Database:    cfg.ClickHouse.CHDatabase,
-		Username:    cfg.ClickHouse.CHUser,
-		Password:    cfg.ClickHouse.CHPassword,
-		Cluster:     cfg.ClickHouse.CHCluster,
-		Compression: cfg.ClickHouse.CHCompression,
-	}, log, clickhouseRetryEvery)
+	ch, err := clickhouse.OpenRetrying(ctx, ClickHouseOptions(cfg), log, clickhouseRetryEvery)
 	if err != nil {
 		return nil, fmt.Errorf("cannot use ClickHouse at %s (CLICKHOUSE_ADDR): %w", cfg.ClickHouse.CHAddr, err)
 	}
@@ -193,4 +186,17 @@ func minFreeBytes(mb int) int64 {
 		return -1
 	}
 	return int64(mb) << 20
+}
+
+// ClickHouseOptions are the ClickHouse settings of cfg, for the node and for
+// the tools that write where it does (sluice deadletter replay).
+func ClickHouseOptions(cfg config.Config) clickhouse.Options {
+	return clickhouse.Options{
+		Addrs:       strings.Split(cfg.ClickHouse.CHAddr, ","),
+		Database:    cfg.ClickHouse.CHDatabase,
+		Username:    cfg.ClickHouse.CHUser,
+		Password:    cfg.ClickHouse.CHPassword,
+		Cluster:     cfg.ClickHouse.CHCluster,
+		Compression: cfg.ClickHouse.CHCompression,
+	}
 }

@@ -25,6 +25,9 @@ const defaultConfigPath = "configs/sluice.yaml"
 func main() {
 	path := flag.String("config", os.Getenv("SLUICE_CONFIG"), "configuration file (default "+defaultConfigPath+" when it exists)")
 	flag.Parse()
+	if flag.Arg(0) == "deadletter" {
+		os.Exit(deadletter(*path, flag.Args()[1:], os.Environ(), os.Stdout, os.Stderr))
+	}
 	if err := run(*path); err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(1)

@@ -1,0 +1,344 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	chdriver "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/internal/testenv"
+	"github.com/sluice-iot/sluice/internal/version"
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/storage"
+	"github.com/sluice-iot/sluice/storage/clickhouse"
+)
+
+// writeSpoolDeadLetter writes rows[i] for each i in dead to a dead-letter file in
+// dir with the spool's own writer, as lane 2's record 7, and returns its path
+// and the rows' versions.
+func writeSpoolDeadLetter(t *testing.T, dir string, rows []storage.Row, dead []int) (string, []uint64) {
+	t.Helper()
+	base := version.Reserve(len(rows))
+	vers := make([]uint64, len(rows))
+	for i := range vers {
+		vers[i] = base + uint64(i)
+	}
+	s := &Spool{cfg: SpoolConfig{Dir: dir}}
+	path, err := s.deadLetter(2, 7, rows, vers, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, vers
+}
+
+// dirNames returns the names of the files in dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// unavailableSink answers every write as a history store that is down.
+type unavailableSink struct{ writes int }
+
+func (u *unavailableSink) WriteHistory(context.Context, []storage.Row, []bool, []uint64) error {
+	u.writes++
+	return fmt.Errorf("clickhouse: cannot insert into telemetry: %w: connection refused", storage.ErrUnavailable)
+}
+
+// TestDeadLetterRead: the rows of a file the spool wrote read back with their
+// versions, values of every type included, and the listing counts them.
+func TestDeadLetterRead(t *testing.T) {
+	dir := t.TempDir()
+	rows := testRows(uuid.New(), 0, 6)
+	rows[1].Value = kv.BoolValue(true)
+	rows[2].Value = kv.DoubleValue(math.NaN())
+	rows[3].Value = kv.StringValue("héllo")
+	rows[4].Value = kv.JSONValue(`{"a":[1,2]}`)
+	path, vers := writeSpoolDeadLetter(t, dir, rows, []int{0, 1, 2, 3, 4, 5})
+
+	got, gotVers, damaged, err := ReadDeadLetter(path)
+	if err != nil || damaged != 0 {
+		t.Fatalf("read: %d damaged, %v", damaged, err)
+	}
+	if len(got) != len(rows) || !slices.Equal(gotVers, vers) {
+		t.Fatalf("read %d rows with versions %v, want %d with %v", len(got), gotVers, len(rows), vers)
+	}
+	for i := range rows {
+		if got[i].TenantID != rows[i].TenantID || got[i].EntityID != rows[i].EntityID || got[i].Key != rows[i].Key ||
+			got[i].Ts != rows[i].Ts || !got[i].Value.Same(rows[i].Value) {
+			t.Fatalf("row %d: %+v, want %+v", i, got[i], rows[i])
+		}
+	}
+	files, err := ListDeadLetters(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if len(files) != 1 || files[0].Path != path || files[0].Rows != 6 || files[0].Damaged != 0 || files[0].Bytes != st.Size() {
+		t.Fatalf("listed %+v", files)
+	}
+}
+
+// TestDeadLetterReadDamaged: a record whose bytes do not check out, and a
+// write cut off at the end, are counted as damage; the records around them
+// are read.
+func TestDeadLetterReadDamaged(t *testing.T) {
+	dir := t.TempDir()
+	rows := testRows(uuid.New(), 0, 3)
+	path, vers := writeSpoolDeadLetter(t, dir, rows, []int{0, 1, 2})
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff                  // in the second record
+	b = append(b, b[:recHeaderLen+2]...) // half a record
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, gotVers, damaged, err := ReadDeadLetter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if damaged != 2 || len(got) != 2 || got[0].Ts != 0 || got[1].Ts != 2 || !slices.Equal(gotVers, []uint64{vers[0], vers[2]}) {
+		t.Fatalf("read %+v %v with %d damaged, want rows 0 and 2 and 2 damaged", got, gotVers, damaged)
+	}
+	if files, err := ListDeadLetters(dir); err != nil || len(files) != 1 || files[0].Rows != 2 || files[0].Damaged != 2 {
+		t.Fatalf("listed %+v, %v", files, err)
+	}
+}
+
+// TestDeadLetterReplay: the rows the store takes are written with their
+// versions as possible repeats; the one it still refuses alone goes to a new
+// dead-letter file with its version and origin; the replayed file is renamed,
+// kept whole, and no longer listed.
+func TestDeadLetterReplay(t *testing.T) {
+	dir := t.TempDir()
+	rows := testRows(uuid.New(), 0, 5)
+	rows[3].Key = "poison"
+	path, vers := writeSpoolDeadLetter(t, dir, rows, []int{0, 1, 2, 3, 4})
+	orig, _ := os.ReadFile(path)
+	sink := &poisonSink{memSink: newMemSink()}
+
+	res, err := ReplayDeadLetter(context.Background(), sink, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 5 || res.Written != 4 || res.Refused != 1 || res.RefusedTo == "" || res.RenamedTo != path+".replayed" {
+		t.Fatalf("replay: %+v", res)
+	}
+	slices.SortFunc(sink.rows, func(a, b storage.Row) int { return int(a.Ts - b.Ts) })
+	slices.Sort(sink.vers) // versions count up with ts here
+	if ts := sink.deliveredTs(); !slices.Equal(ts, []int64{0, 1, 2, 4}) {
+		t.Fatalf("written ts %v", ts)
+	}
+	if want := []uint64{vers[0], vers[1], vers[2], vers[4]}; !slices.Equal(sink.vers, want) {
+		t.Fatalf("written versions %v, want %v", sink.vers, want)
+	}
+	if slices.Contains(sink.repeat, false) {
+		t.Fatal("a replayed row written as a new point")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the replayed file is still there: %v", err)
+	}
+	if kept, _ := os.ReadFile(res.RenamedTo); !bytes.Equal(kept, orig) {
+		t.Fatal("the renamed file differs from the replayed one")
+	}
+	dead, deadVers, damaged, err := ReadDeadLetter(res.RefusedTo)
+	if err != nil || damaged != 0 || len(dead) != 1 || dead[0].Key != "poison" || deadVers[0] != vers[3] {
+		t.Fatalf("refused rows %+v %v, %d damaged, %v", dead, deadVers, damaged, err)
+	}
+	if got := deadLetters(t, dir, 2, 7); len(got) != 1 { // every file in the spool's format, from lane 2's record 7
+		t.Fatalf("dead letters %+v", got)
+	}
+	files, err := ListDeadLetters(dir)
+	if err != nil || len(files) != 1 || files[0].Path != res.RefusedTo || files[0].Rows != 1 {
+		t.Fatalf("listed %+v, %v", files, err)
+	}
+}
+
+// TestDeadLetterReplayTwice: a file replayed again (renamed back) writes the
+// same rows with the same versions, which the store keeps once.
+func TestDeadLetterReplayTwice(t *testing.T) {
+	dir := t.TempDir()
+	path, vers := writeSpoolDeadLetter(t, dir, testRows(uuid.New(), 0, 3), []int{0, 1, 2})
+	sink := newMemSink()
+	res, err := ReplayDeadLetter(context.Background(), sink, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(res.RenamedTo, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReplayDeadLetter(context.Background(), sink, path); err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.Concat(vers, vers); !slices.Equal(sink.vers, want) {
+		t.Fatalf("versions written %v, want %v", sink.vers, want)
+	}
+	if names := dirNames(t, dir); len(names) != 1 || names[0] != filepath.Base(res.RenamedTo) {
+		t.Fatalf("files %v", names)
+	}
+}
+
+// TestDeadLetterReplayChangesNothing: a replay that fails leaves the folder as
+// it was: the store unavailable, the store refusing every row (the cause not
+// mended), a file renamed before, a segment of the log.
+func TestDeadLetterReplayChangesNothing(t *testing.T) {
+	refuseAll := &poisonSink{memSink: newMemSink(), all: true}
+	for _, c := range []struct {
+		name  string
+		sink  Sink
+		setup func(t *testing.T, path string) string
+	}{
+		{"unavailable", &unavailableSink{}, nil},
+		{"all refused", refuseAll, nil},
+		{"replayed before", newMemSink(), func(t *testing.T, path string) string {
+			if err := os.WriteFile(path+".replayed", nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}},
+		{"segment", newMemSink(), func(t *testing.T, path string) string {
+			seg := filepath.Join(filepath.Dir(path), segName(1))
+			if err := os.Rename(path, seg); err != nil {
+				t.Fatal(err)
+			}
+			return seg
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, _ := writeSpoolDeadLetter(t, dir, testRows(uuid.New(), 0, 4), []int{0, 1, 2, 3})
+			if c.setup != nil {
+				path = c.setup(t, path)
+			}
+			before := dirNames(t, dir)
+			orig, _ := os.ReadFile(path)
+			if res, err := ReplayDeadLetter(context.Background(), c.sink, path); err == nil {
+				t.Fatalf("replay succeeded: %+v", res)
+			}
+			if after := dirNames(t, dir); !slices.Equal(after, before) {
+				t.Fatalf("files %v, before %v", after, before)
+			}
+			if b, _ := os.ReadFile(path); !bytes.Equal(b, orig) {
+				t.Fatal("the file changed")
+			}
+		})
+	}
+	if n := refuseAll.count(); n != 0 {
+		t.Fatalf("%d rows written", n)
+	}
+}
+
+// TestDeadLetterWriteRoundTrip: WriteDeadLetter's file reads back, rows of
+// records without a version (0) included.
+func TestDeadLetterWriteRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	rows := testRows(uuid.New(), 0, 3)
+	vers := []uint64{0, version.Reserve(1), 0}
+	path, err := WriteDeadLetter(dir, rows, vers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gotVers, damaged, err := ReadDeadLetter(path)
+	if err != nil || damaged != 0 || len(got) != 3 || !slices.Equal(gotVers, vers) || got[2].Ts != 2 {
+		t.Fatalf("read %+v %v, %d damaged, %v", got, gotVers, damaged, err)
+	}
+	// Two files written at once get two names.
+	again, err := WriteDeadLetter(dir, rows, vers)
+	if err != nil || again == path {
+		t.Fatalf("second file %s, %v", again, err)
+	}
+}
+
+// TestDeadLetterReplayClickHouse replays a dead-letter file into a real
+// ClickHouse, twice: the rows read back once each, with the versions the spool
+// gave them.
+func TestDeadLetterReplayClickHouse(t *testing.T) {
+	addr := testenv.Service(t, "CLICKHOUSE_ADDR")[0]
+	var b [6]byte
+	rand.Read(b[:])
+	db := "sluice_test_deadletter_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	store, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{addr}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := chdriver.Open(&chdriver.Options{Addr: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		store.Close()
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+		conn.Close()
+	})
+
+	dir := t.TempDir()
+	id := uuid.New()
+	rows := testRows(id, 1_700_000_000_000, 4)
+	rows[2].Value = kv.StringValue("fixed")
+	path, vers := writeSpoolDeadLetter(t, dir, rows, []int{0, 1, 2, 3})
+	for range 2 {
+		res, err := ReplayDeadLetter(ctx, store, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Written != 4 || res.Refused != 0 {
+			t.Fatalf("replay: %+v", res)
+		}
+		if err := os.Rename(res.RenamedTo, path); err != nil { // as an operator would, to replay again
+			t.Fatal(err)
+		}
+	}
+
+	got, err := store.Read(ctx, storage.ReadQuery{EntityID: id, Key: "k", StartTs: rows[0].Ts, EndTs: rows[3].Ts + 1, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("read %d rows back, want 4: %+v", len(got), got)
+	}
+	for _, e := range got {
+		i := int(e.Ts - rows[0].Ts)
+		if !e.Value.Same(rows[i].Value) {
+			t.Fatalf("row at %d: %+v, want %+v", e.Ts, e.Value, rows[i].Value)
+		}
+	}
+	var stored []uint64
+	q, err := conn.Query(ctx, "SELECT DISTINCT ver FROM "+db+".telemetry WHERE entity_id = toUUID(?) ORDER BY ver", id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var v uint64
+		if err := q.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, v)
+	}
+	if err := q.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(stored, vers) {
+		t.Fatalf("versions in ClickHouse %v, want the spool's %v", stored, vers)
+	}
+}
