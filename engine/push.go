@@ -41,23 +41,30 @@ func deviceTopic(id uuid.UUID) string { return deviceTopicPrefix + id.String() }
 
 // WaitSharedAttributes waits up to timeout for the next change of a shared
 // attribute of the device, made on any node by SaveAttributes or DeleteAttributes.
-// It returns the body to send the device, {"k":v,...} with only the keys of that
-// change or {"deleted":[...]}, with ok = true; ok = false when timeout passed
-// first. A deletion of the device is ErrDeviceDeleted; ctx ending is ctx.Err();
-// a poll past a long-poll cap is a *LimitError at once (see admitPoll).
-// The body is shared with other waiters: callers must not modify it.
-func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
-	body, ok, err = e.waitPush(ctx, deviceID, sharedTopic(deviceID), timeout)
-	if ok && len(body) > 0 && body[0] == keysNotice {
-		keys := noticeKeys(body)
-		attrs, err := e.store.GetAttributes(ctx, deviceID, storage.SharedScope, keys)
-		if err != nil {
-			return nil, false, err
-		}
-		return sharedUpdateBody(attrs), true, nil
+// token is the one the poll came with. It returns the body to send the device,
+// {"k":v,...} with only the keys of that change or {"deleted":[...]}, with ok =
+// true; ok = false when timeout passed first, or when the device's credentials
+// changed (the token may be revoked; 408, as ThingsBoard closes the device's
+// sessions). When the node's notifications were interrupted meanwhile (a
+// resync), the change may have been lost: the poll then answers every shared
+// attribute of the device, {"k":v,...}, unless it has none. A deletion of the
+// device is ErrDeviceDeleted; ctx ending is ctx.Err(); a poll past a long-poll
+// cap is a *LimitError at once (see admitPoll).
+// The body may be shared with other waiters: callers must not modify it.
+func (e *Engine) WaitSharedAttributes(ctx context.Context, deviceID uuid.UUID, token string, timeout time.Duration) (body []byte, ok bool, err error) {
+	body, err = e.waitPush(ctx, deviceID, token, timeout)
+	switch {
+	case err == errSessionClosed:
+		return nil, false, nil
+	case err != nil && ctx.Err() != nil:
+		return nil, false, ctx.Err() // a read cut short by ctx: the poll ended, it did not fail
 	}
-	return body, ok, err
+	return body, body != nil, err
 }
+
+// errSessionClosed ends a poll whose token no longer names its device (its
+// credentials changed): answered as a timeout.
+var errSessionClosed = errors.New("the device's credentials changed")
 
 // maxInlinePush is the largest change published as the body itself. A larger
 // one is published as a notice of its keys, and each poll reads their values:
@@ -99,21 +106,26 @@ func noticeKeys(msg []byte) []string {
 	return keys
 }
 
-// waitPush answers the first message on topic for a device's long poll. It
-// subscribes before anything else can happen, so a change published after the
-// call starts is never missed.
-func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string, timeout time.Duration) ([]byte, bool, error) {
+// waitPush answers the first change of the device's shared attributes for its
+// long poll; nil body and nil error when timeout passed first. It subscribes
+// before anything else can happen, so a change published after the call starts
+// is never missed; the notifier's resync (evict.go), which says some messages
+// may have been lost, is watched as the RPC poll watches it (WaitRPC).
+func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, token string, timeout time.Duration) ([]byte, error) {
 	release, err := e.admitPoll(deviceID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer release()
-	got := make(chan []byte, 1)
+	// Room for a second message: a large change is a notice whose keys the poll
+	// reads, and when they were deleted meanwhile the deletion, published right
+	// after, is what it answers.
+	got := make(chan []byte, 2)
 	// The callbacks run on the notifier's delivery goroutine: never block it.
-	cancelMsg := e.cfg.Notifier.Subscribe(topic, func(msg []byte) {
+	cancelMsg := e.cfg.Notifier.Subscribe(sharedTopic(deviceID), func(msg []byte) {
 		select {
 		case got <- msg:
-		default: // one poll takes one message; later ones are for the next poll
+		default: // one poll answers one change; later ones are for the next poll
 		}
 	})
 	defer cancelMsg()
@@ -122,19 +134,91 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, topic string,
 
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case msg := <-got:
-		return msg, true, nil
-	case why := <-gone:
-		if why == deviceDeleted {
-			return nil, false, ErrDeviceDeleted
+	resynced := false
+	for {
+		// Taken before the look, so a resync during it is seen next.
+		lost := e.resync.wait()
+		// The device may have been deleted, or its token changed, before the
+		// subscriptions (since the caller checked the token) or in a resync's
+		// gap: neither would be heard of again.
+		if err := e.pollerCurrent(ctx, deviceID, token); err != nil {
+			return nil, err
 		}
-		return nil, false, nil // credentialsChanged: 408
-	case <-t.C:
-		return nil, false, nil
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+		if resynced {
+			if body, err := e.sharedState(ctx, deviceID); err != nil || body != nil {
+				return body, err
+			}
+		}
+		resynced = false
+		select {
+		case msg := <-got:
+			if body, err := e.sharedChange(ctx, deviceID, msg); err != nil || body != nil {
+				return body, err
+			}
+			// A large change whose keys have all been deleted since: nothing
+			// to answer yet; what comes next (as a rule that deletion) is.
+		case <-lost:
+			resynced = true
+		case why := <-gone:
+			if why == deviceDeleted {
+				return nil, ErrDeviceDeleted
+			}
+			return nil, errSessionClosed
+		case <-t.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+}
+
+// pollerCurrent is nil while token still names the device: ErrDeviceDeleted
+// once the device has no credentials (deleted, or being deleted: they go
+// first), errSessionClosed once they are another token. A token cache hit
+// costs no storage read; a deletion or credential change evicts the token
+// here before its device message could have been delivered, and DropCaches
+// empties the cache before it fires the resync.
+func (e *Engine) pollerCurrent(ctx context.Context, deviceID uuid.UUID, token string) error {
+	d, err := e.DeviceByToken(ctx, token)
+	if err == nil && d.UUID() == deviceID {
+		return nil
+	}
+	if err != nil && !errors.Is(err, errInvalidToken) {
+		return err
+	}
+	switch _, err := e.credentialsOf(ctx, deviceID); {
+	case errors.Is(err, storage.ErrNotFound):
+		return ErrDeviceDeleted
+	case err != nil:
+		return err
+	}
+	return errSessionClosed
+}
+
+// sharedChange is the body of a published change (sharedUpdateMsg): the message
+// itself, or for a notice the current values of its keys; nil when none of them
+// is left.
+func (e *Engine) sharedChange(ctx context.Context, deviceID uuid.UUID, msg []byte) ([]byte, error) {
+	if len(msg) == 0 || msg[0] != keysNotice {
+		return msg, nil
+	}
+	attrs, err := e.store.GetAttributes(ctx, deviceID, storage.SharedScope, noticeKeys(msg))
+	if err != nil || len(attrs) == 0 {
+		return nil, err
+	}
+	return sharedUpdateBody(attrs), nil
+}
+
+// sharedState is what a poll answers after a resync, when a change may have
+// been lost: every shared attribute of the device, as one save would publish
+// it ({"k":v,...}; a device applies updates idempotently); nil when it has
+// none. A deletion lost in the gap is not in it: nothing records deletions.
+func (e *Engine) sharedState(ctx context.Context, deviceID uuid.UUID) ([]byte, error) {
+	attrs, err := e.store.GetAttributes(ctx, deviceID, storage.SharedScope, nil)
+	if err != nil || len(attrs) == 0 {
+		return nil, err
+	}
+	return sharedUpdateBody(attrs), nil
 }
 
 // clientKey holds, in a wait's context, how to see whether its client is still

@@ -20,13 +20,18 @@ type pollResult struct {
 	err  error
 }
 
-// startPoll starts WaitSharedAttributes and returns once it is subscribed.
+// startPoll starts WaitSharedAttributes with the device's current token and
+// returns once it is subscribed.
 func (te *testEngine) startPoll(t *testing.T, ctx context.Context, id uuid.UUID, timeout time.Duration) <-chan pollResult {
 	t.Helper()
+	creds, err := te.credentialsOf(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := te.OpenPolls()
 	res := make(chan pollResult, 1)
 	go func() {
-		body, ok, err := te.WaitSharedAttributes(ctx, id, timeout)
+		body, ok, err := te.WaitSharedAttributes(ctx, id, creds.CredentialsID, timeout)
 		res <- pollResult{body, ok, err}
 	}()
 	deadline := time.Now().Add(5 * time.Second)

@@ -27,7 +27,7 @@ func (s *Server) getAttributeUpdates(ctx *fasthttp.RequestCtx) {
 	}
 	wctx, stop := s.untilHangup(ctx)
 	defer stop()
-	body, ok, err := s.eng.WaitSharedAttributes(wctx, dev.UUID(), timeout)
+	body, ok, err := s.eng.WaitSharedAttributes(wctx, dev.UUID(), pathParam(ctx, "token"), timeout)
 	s.answerPoll(ctx, body, ok, hungUp(wctx, err))
 }
 

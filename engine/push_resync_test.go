@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/kv"
+	"github.com/sluice-iot/sluice/notify"
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// pollDeadline bounds the wait for a poll that should answer at once; only a
+// broken poll, which waits out its hour, gets near it.
+const pollDeadline = 30 * time.Second
+
+// awaitPoll waits for the answer of a poll that should end without its timeout.
+func awaitPoll(t *testing.T, res <-chan pollResult, what string) pollResult {
+	t.Helper()
+	select {
+	case r := <-res:
+		return r
+	case <-time.After(pollDeadline):
+		t.Fatalf("%s: the poll is still waiting", what)
+		return pollResult{}
+	}
+}
+
+// resyncUntil fires the notifier's resync until the poll answers: a poll that
+// startPoll reports open may not have taken its resync channel yet, and a
+// resync before that is not one it waits on.
+func (te *testEngine) resyncUntil(t *testing.T, res <-chan pollResult, what string) pollResult {
+	t.Helper()
+	deadline := time.After(pollDeadline)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		te.DropCaches()
+		select {
+		case r := <-res:
+			return r
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: the poll is still waiting after resyncs", what)
+		}
+	}
+}
+
+// mutedEngine is a test engine whose notifier can lose messages, as a node's
+// does while its Redis subscription is down.
+func mutedEngine(t *testing.T) (*testEngine, *mutableNotifier) {
+	bus := &mutableNotifier{Notifier: notify.NewLocal()}
+	return newTestEngine(t, func(c *Config) { c.Notifier = bus }), bus
+}
+
+// unheard runs change with the notifier muted: its messages are lost.
+func unheard(t *testing.T, bus *mutableNotifier, change func() error) {
+	t.Helper()
+	bus.muted.Store(true)
+	defer bus.muted.Store(false)
+	if err := change(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSharedPollResync: a shared-attribute change lost by the notifier reaches
+// the open poll at the resync, as the device's whole shared state.
+func TestSharedPollResync(t *testing.T) {
+	te, bus := mutedEngine(t)
+	ctx, dev := context.Background(), te.demo.DemoDeviceID
+	if err := te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "old", Value: kv.LongValue(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	res := te.startPoll(t, ctx, dev, time.Hour)
+	unheard(t, bus, func() error {
+		return te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "fw", Value: kv.StringValue("2.0")}})
+	})
+	r := te.resyncUntil(t, res, "lost shared change")
+	if r.err != nil || !r.ok || string(r.body) != `{"fw":"2.0","old":1}` {
+		t.Fatalf("poll after a resync: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// TestSharedPollResyncNothingShared: a resync with no shared attribute to
+// answer keeps the poll waiting, to its timeout (408), never an empty 200.
+func TestSharedPollResyncNothingShared(t *testing.T) {
+	te := newTestEngine(t)
+	res := te.startPoll(t, context.Background(), te.demo.DemoDeviceID, 300*time.Millisecond)
+	r := te.resyncUntil(t, res, "nothing shared")
+	if r.err != nil || r.ok || r.body != nil {
+		t.Fatalf("poll after resyncs with nothing shared: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// TestSharedPollResyncDeviceGone: a deletion or a token change whose message
+// was lost ends the open poll at the resync as the message would have:
+// 403 "Device was deleted!", or 408 for new credentials.
+func TestSharedPollResyncDeviceGone(t *testing.T) {
+	te, bus := mutedEngine(t)
+	admin, ctx := te.tenantAdmin(t), context.Background()
+
+	dev := te.newDevice(t, admin, "renamed-token")
+	res := te.startPoll(t, ctx, dev, time.Hour)
+	unheard(t, bus, func() error { return te.newToken(ctx, admin, dev, "RESYNC_NEW_TOKEN") })
+	if r := te.resyncUntil(t, res, "lost credentials change"); r.err != nil || r.ok {
+		t.Fatalf("poll after a lost credentials change: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+
+	dev = te.newDevice(t, admin, "deleted")
+	res = te.startPoll(t, ctx, dev, time.Hour)
+	unheard(t, bus, func() error { return te.DeleteDevice(ctx, admin, dev) })
+	if r := te.resyncUntil(t, res, "lost deletion"); !errors.Is(r.err, ErrDeviceDeleted) || r.ok {
+		t.Fatalf("poll after a lost deletion: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// TestSharedPollDeviceGoneBeforeSubscribe: a device deleted, or given a new
+// token, after its token was checked and before its poll subscribed answers at
+// once (403, 408), not at the poll's timeout.
+func TestSharedPollDeviceGoneBeforeSubscribe(t *testing.T) {
+	te := newTestEngine(t)
+	admin, ctx := te.tenantAdmin(t), context.Background()
+	poll := func(dev uuid.UUID, token string) <-chan pollResult {
+		res := make(chan pollResult, 1)
+		go func() {
+			body, ok, err := te.WaitSharedAttributes(ctx, dev, token, time.Hour)
+			res <- pollResult{body, ok, err}
+		}()
+		return res
+	}
+
+	dev := te.newDevice(t, admin, "renamed-early")
+	old := te.tokenOf(t, dev)
+	if err := te.newToken(ctx, admin, dev, "EARLY_NEW_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	if r := awaitPoll(t, poll(dev, old), "credentials changed first"); r.err != nil || r.ok {
+		t.Fatalf("poll with a replaced token: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+
+	dev = te.newDevice(t, admin, "deleted-early")
+	old = te.tokenOf(t, dev)
+	if err := te.DeleteDevice(ctx, admin, dev); err != nil {
+		t.Fatal(err)
+	}
+	if r := awaitPoll(t, poll(dev, old), "deleted first"); !errors.Is(r.err, ErrDeviceDeleted) || r.ok {
+		t.Fatalf("poll of a deleted device: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// TestSharedPollNoticeKeysGone: a large change whose keys were all deleted
+// before the poll read them is not answered (no 200 {}): the poll answers the
+// next change.
+func TestSharedPollNoticeKeysGone(t *testing.T) {
+	te := newTestEngine(t)
+	ctx, dev := context.Background(), te.demo.DemoDeviceID
+	res := te.startPoll(t, ctx, dev, time.Hour)
+	// The notice of a large save whose keys are gone by the time the poll reads.
+	big := []kv.Entry{{Key: "gone", Value: kv.StringValue(strings.Repeat("x", maxInlinePush))}}
+	te.publishPush(ctx, sharedTopic(dev), sharedUpdateMsg(big))
+	if err := te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "next", Value: kv.LongValue(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := awaitPoll(t, res, "notice of deleted keys"); r.err != nil || !r.ok || string(r.body) != `{"next":1}` {
+		t.Fatalf("poll after a notice of deleted keys: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// newDevice creates a device of the demo tenant.
+func (te *testEngine) newDevice(t *testing.T, admin *Principal, name string) uuid.UUID {
+	t.Helper()
+	d, err := te.SaveDevice(context.Background(), admin, &Device{Name: name}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.UUID()
+}
+
+// tokenOf is the device's current token.
+func (te *testEngine) tokenOf(t *testing.T, dev uuid.UUID) string {
+	t.Helper()
+	creds, err := te.credentialsOf(context.Background(), dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds.CredentialsID
+}
+
+// newToken gives the device another token.
+func (te *testEngine) newToken(ctx context.Context, admin *Principal, dev uuid.UUID, token string) error {
+	creds, err := te.GetDeviceCredentials(ctx, admin, dev)
+	if err != nil {
+		return err
+	}
+	creds.CredentialsID = token
+	_, err = te.SaveDeviceCredentials(ctx, admin, creds)
+	return err
+}
