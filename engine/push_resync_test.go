@@ -200,3 +200,23 @@ func (te *testEngine) newToken(ctx context.Context, admin *Principal, dev uuid.U
 	_, err = te.SaveDeviceCredentials(ctx, admin, creds)
 	return err
 }
+
+// TestRPCPollDeviceGoneBeforeSubscribe: an RPC poll of a device deleted after
+// its token was checked and before the poll subscribed answers 403 at once,
+// not at its timeout.
+func TestRPCPollDeviceGoneBeforeSubscribe(t *testing.T) {
+	te := newTestEngine(t)
+	admin, ctx := te.tenantAdmin(t), context.Background()
+	dev := te.newDevice(t, admin, "rpc-deleted-early")
+	if err := te.DeleteDevice(ctx, admin, dev); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan pollResult, 1)
+	go func() {
+		body, ok, err := te.WaitRPC(ctx, dev, time.Hour)
+		res <- pollResult{body, ok, err}
+	}()
+	if r := awaitPoll(t, res, "deleted first"); !errors.Is(r.err, ErrDeviceDeleted) || r.ok {
+		t.Fatalf("RPC poll of a deleted device: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}

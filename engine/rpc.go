@@ -594,11 +594,23 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 	store := context.WithoutCancel(ctx)
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	look := true // at the first pass, and after a resync
 	for {
 		lost := e.resync.wait()
 		if !clientThere(ctx) {
 			return nil, false, ErrClientGone
 		}
+		// A device deleted since the caller checked its token and before the
+		// subscription above, or in a resync's gap, would not be heard of
+		// again: its credentials go first in a deletion.
+		if look {
+			if _, err := e.credentialsOf(store, deviceID); errors.Is(err, storage.ErrNotFound) {
+				return nil, false, ErrDeviceDeleted
+			} else if err != nil {
+				return nil, false, err
+			}
+		}
+		look = false
 		body, err := e.takeRPC(store, deviceID)
 		if err != nil || body != nil {
 			return body, body != nil, err
@@ -606,6 +618,7 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 		select {
 		case <-wake:
 		case <-lost: // the notifier resubscribed: an RPC may have been queued meanwhile
+			look = true
 		case why := <-gone:
 			if why == deviceDeleted {
 				return nil, false, ErrDeviceDeleted
