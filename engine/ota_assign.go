@@ -201,9 +201,52 @@ func (e *Engine) otaProfileSaved(ctx context.Context, old, dp *DeviceProfile) er
 	return nil
 }
 
-// applyOta sends package id of type typ to the device, or removes the device's
-// package state when id is uuid.Nil. A package deleted meanwhile counts as none.
+// applyOta brings the OTA state of type typ of device d to package id, or
+// removes it when id is uuid.Nil, as DefaultOtaPackageStateService.process
+// does: the device and its profile are read again, and nothing is written
+// unless id is still the device's package (a save that changed it meanwhile
+// writes its own). A save landing between that check and the writes would
+// find the state right and leave it to these stale ones, so the device is
+// read once more afterwards and the package it has by then written again.
+// A deleted device is left alone.
 func (e *Engine) applyOta(ctx context.Context, d *Device, typ string, id uuid.UUID) error {
+	cur, err := e.currentOta(ctx, d.UUID(), typ)
+	if err != nil || cur != id {
+		return ignoreGone(err)
+	}
+	for range maxReplaceTries {
+		if err := e.writeOta(ctx, d, typ, id); err != nil {
+			return err
+		}
+		if cur, err = e.currentOta(ctx, d.UUID(), typ); err != nil || cur == id {
+			return ignoreGone(err)
+		}
+		id = cur
+	}
+	return errChangedMeanwhile
+}
+
+// currentOta is the stored device's package of type typ (effectiveOta);
+// storage.ErrNotFound when the device is gone.
+func (e *Engine) currentOta(ctx context.Context, device uuid.UUID, typ string) (uuid.UUID, error) {
+	d, err := e.loadDevice(ctx, device)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return e.effectiveOta(ctx, d, typ)
+}
+
+// ignoreGone is err, but nil for storage.ErrNotFound.
+func ignoreGone(err error) error {
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// writeOta writes the state of package id of type typ to the device, or
+// removes it when id is uuid.Nil. A package deleted meanwhile counts as none.
+func (e *Engine) writeOta(ctx context.Context, d *Device, typ string, id uuid.UUID) error {
 	if id == uuid.Nil {
 		return e.DeleteAttributes(ctx, d.UUID(), storage.SharedScope, otaAttributeKeys(typ))
 	}
