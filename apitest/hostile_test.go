@@ -126,7 +126,7 @@ func TestHostileRequests(t *testing.T) {
 	f(400, "POST", "/api/v1/provision", `{"provisionDeviceKey":[1],"provisionDeviceSecret":2}`)
 	f(400, "GET", "/api/v1/"+token+"/firmware", "")
 	f(400, "GET", "/api/v1/"+token+"/firmware?title=x", "")
-	f(400, "GET", "/api/v1/"+token+"/firmware?title=x&version=1&size=-1", "")
+	f(400, "GET", "/api/v1/"+token+"/firmware?title=x&version=1&size=2147483648", "") // a Java int, as ThingsBoard binds it
 	f(400, "GET", "/api/v1/"+token+"/firmware?title=x&version=1&chunk=abc", "")
 	f(400, "GET", "/api/v1/"+token+"/software?title=x&version=1&size=99999999999999999999", "")
 	// REST: login and bodies.

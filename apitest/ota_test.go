@@ -332,10 +332,13 @@ func TestOtaDeviceAssignment(t *testing.T) {
 	get("?title=fw&version=2.0&size=10&chunk=0", 200, data[:10])
 	get("?title=fw&version=2.0&size=10&chunk=3", 200, data[30:])
 	get("?title=fw&version=2.0&size=10&chunk=4", 200, []byte{})
-	// size*chunk past int64 (2^40 * 2^24 wraps to 0; 2^40 * 2^23 to a negative
-	// offset) is past the end too.
-	get("?title=fw&version=2.0&size=1099511627776&chunk=16777216", 200, []byte{})
-	get("?title=fw&version=2.0&size=1099511627776&chunk=8388608", 200, []byte{})
+	// size and chunk are Java ints, as ThingsBoard binds them: the largest
+	// product is past the end, a value past int32 is 400, and a size below 1
+	// is the whole package (chunk unused).
+	get("?title=fw&version=2.0&size=2147483647&chunk=2147483647", 200, []byte{})
+	errorBody(t, n.do("GET", firmware+"?title=fw&version=2.0&size=2147483648", ""), 400)
+	errorBody(t, n.do("GET", firmware+"?title=fw&version=2.0&size=10&chunk=-1", ""), 400)
+	get("?title=fw&version=2.0&size=-1&chunk=-1", 200, data)
 	get("?title=fw&version=2.0&chunk=2", 200, data) // no size: whole
 	r = get("?title=fw&version=2.0", 206, data[20:], "Range: bytes=20-")
 	if r.Header.Get("Content-Range") != fmt.Sprintf("bytes 20-%d/%d", len(data)-1, len(data)) {

@@ -214,7 +214,9 @@ func (s *Server) profileOtaPackages(ctx *fasthttp.RequestCtx, p *engine.Principa
 
 // deviceOta serves GET /api/v1/{token}/firmware (software): title and version
 // required; size and chunk select bytes [size*chunk, size*chunk+size) (a chunk
-// past the end is empty); without size a Range header may select bytes instead.
+// past the end is empty). As in ThingsBoard (DeviceApiController binds both
+// as Java ints, CaffeineOtaPackageCache.get), a size below 1 is the whole
+// package, chunk then unused; there a Range header may select bytes instead.
 func (s *Server) deviceOta(typ string) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		dev, ok := s.device(ctx)
@@ -242,30 +244,37 @@ func (s *Server) deviceOta(typ string) fasthttp.RequestHandler {
 			s.fail(ctx, err)
 			return
 		}
-		if size == 0 {
+		if size < 1 {
 			s.sendOta(ctx, d, 0, d.Size, true)
 			return
 		}
-		// A chunk past the end is 200 and empty. size*chunk is computed only
-		// when it cannot pass the end, so it cannot overflow either.
-		off := d.Size
-		if chunk <= d.Size/size {
-			off = size * chunk
+		if chunk < 0 {
+			// ThingsBoard fails copying from a negative offset (once it
+			// found the package): an error rather than bytes.
+			writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
+				"Parameter 'chunk' must not be negative")
+			return
 		}
+		// A chunk past the end is 200 and empty. Both are within int32, so
+		// size*chunk cannot overflow int64 (ThingsBoard's int product may
+		// wrap; a device cannot mean that).
+		off := min(size*chunk, d.Size)
 		s.sendOta(ctx, d, off, min(size, d.Size-off), false)
 	}
 }
 
-// intParam reads an optional non-negative integer query parameter (0 when absent).
+// intParam reads an optional query parameter as Spring binds a Java int:
+// absent or empty is 0, and anything but a decimal integer within int32 is
+// 400, as ThingsBoard answers a binding failure.
 func intParam(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
 	raw := ctx.QueryArgs().Peek(name)
 	if len(raw) == 0 {
 		return 0, true
 	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || n < 0 || n > 1<<40 {
+	n, err := strconv.ParseInt(string(raw), 10, 32)
+	if err != nil {
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams,
-			"Parameter '"+name+"' must be a non-negative integer")
+			"Parameter '"+name+"' must be an integer within Java's int range")
 		return 0, false
 	}
 	return n, true
