@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/bytedance/sonic"
 	"github.com/google/uuid"
@@ -146,13 +149,16 @@ var (
 )
 
 // ClaimDevice lets a customer user claim the device of that name in its tenant
-// with secretKey. An unknown name is ErrNotFound. The result is ClaimClaimed when
-// the device already belongs to a customer; ClaimFailure when no window is open,
-// it has expired or the key differs (a failed attempt ends a device-side window,
-// as in ThingsBoard, so a key cannot be guessed by repeated tries); otherwise
-// the device is assigned to the user's customer, the window and the server
-// attributes claimingAllowed and claimingData are removed, and the result is
-// ClaimSuccess with the device.
+// with secretKey. An unknown name is ErrNotFound. The checks run in
+// ThingsBoard's order (ClaimDevicesServiceImpl.claimDevice): with no window
+// open the result is ClaimClaimed when the device already belongs to a
+// customer, else ClaimFailure; with one, an expired window or a key that
+// differs is ClaimFailure whoever owns the device (a failed attempt ends a
+// device-side window, so a key cannot be guessed by repeated tries); the right
+// key on a device a customer has already is ClaimClaimed and removes the
+// claiming data as a success does; otherwise the device is assigned to the
+// user's customer, the window and the server attributes claimingAllowed and
+// claimingData are removed, and the result is ClaimSuccess with the device.
 func (e *Engine) ClaimDevice(ctx context.Context, p *Principal, deviceName, secretKey string) (*ClaimResult, error) {
 	if err := requireRole(p, CustomerUser); err != nil {
 		return nil, err
@@ -161,23 +167,20 @@ func (e *Engine) ClaimDevice(ctx context.Context, p *Principal, deviceName, secr
 	if err != nil {
 		return nil, notFound(err)
 	}
-	if !isNull(d.CustomerID.ID) {
-		return &ClaimResult{Response: ClaimClaimed}, nil
-	}
 	rec, err := e.claimWindow(ctx, d)
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil {
-		return &ClaimResult{Response: ClaimFailure}, nil
+		return noClaimWindow(d), nil
 	}
 	valid := e.now().UnixMilli() <= rec.ExpirationTime && sameSecret(rec.SecretHash, secretHash(secretKey))
 	if rec.ID != uuid.Nil {
 		// Consuming the record is what makes one claimer win a race: only one
-		// Delete finds it.
+		// Delete finds it. The others come after it, when no window is open.
 		err := e.deleteRecord(ctx, kindClaim, rec.ID)
 		if errors.Is(err, storage.ErrNotFound) {
-			return &ClaimResult{Response: ClaimFailure}, nil
+			return noClaimWindow(d), nil
 		}
 		if err != nil {
 			return nil, err
@@ -186,24 +189,51 @@ func (e *Engine) ClaimDevice(ctx context.Context, p *Principal, deviceName, secr
 	if !valid {
 		return &ClaimResult{Response: ClaimFailure}, nil
 	}
+	if !isNull(d.CustomerID.ID) {
+		return e.claimedAlready(ctx, d)
+	}
 	// Only onto a device still unassigned: a claimingData window is not used
 	// up, and a claim or an assignment on another node may have come first.
-	d, err = e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, p.CustomerID), func(d *Device) error {
+	claimed, err := e.putDeviceCustomer(ctx, d.ID.ID, newEntityID(EntityCustomer, p.CustomerID), func(d *Device) error {
 		if !isNull(d.CustomerID.ID) {
 			return errClaimedMeanwhile
 		}
 		return nil
 	})
 	if errors.Is(err, errClaimedMeanwhile) {
-		return &ClaimResult{Response: ClaimClaimed}, nil
+		return e.claimedAlready(ctx, d)
 	}
 	if err != nil {
 		return nil, notFound(err)
 	}
-	if _, err := e.store.DeleteAttributes(ctx, d.UUID(), storage.ServerScope, []string{claimingAllowedKey, claimingDataKey}); err != nil {
+	if err := e.dropClaimingData(ctx, claimed); err != nil {
 		return nil, err
 	}
-	return &ClaimResult{Device: d, Response: ClaimSuccess}, nil
+	return &ClaimResult{Device: claimed, Response: ClaimSuccess}, nil
+}
+
+// noClaimWindow is the answer of a claim of d when no window is open.
+func noClaimWindow(d *Device) *ClaimResult {
+	if !isNull(d.CustomerID.ID) {
+		return &ClaimResult{Response: ClaimClaimed}
+	}
+	return &ClaimResult{Response: ClaimFailure}
+}
+
+// claimedAlready answers the right key for d, which a customer has: the
+// claiming data goes as on a success (ThingsBoard's removeClaimingSavedData).
+func (e *Engine) claimedAlready(ctx context.Context, d *Device) (*ClaimResult, error) {
+	if err := e.dropClaimingData(ctx, d); err != nil {
+		return nil, err
+	}
+	return &ClaimResult{Response: ClaimClaimed}, nil
+}
+
+// dropClaimingData deletes the server attributes claimingAllowed and
+// claimingData of d, which a claim used.
+func (e *Engine) dropClaimingData(ctx context.Context, d *Device) error {
+	_, err := e.store.DeleteAttributes(ctx, d.UUID(), storage.ServerScope, []string{claimingAllowedKey, claimingDataKey})
+	return err
 }
 
 // claimWindow returns the device-side window of d, else the one of its server
@@ -225,17 +255,80 @@ func (e *Engine) claimWindow(ctx context.Context, d *Device) (*claimRecord, erro
 	if v.Type != kv.JSON && v.Type != kv.String {
 		return nil, nil
 	}
-	var data struct {
-		SecretKey      string `json:"secretKey"`
-		ExpirationTime int64  `json:"expirationTime"`
-	}
-	if err := sonic.UnmarshalString(v.Str, &data); err != nil {
+	secret, exp, ok := parseClaimingData(v.Str)
+	if !ok {
 		// Not the parser's error: it quotes the text, which holds the secret key.
 		e.cfg.Logger.Warn("server attribute claimingData is not {\"secretKey\",\"expirationTime\"}; the device cannot be claimed with it",
 			"device", d.UUID())
 		return nil, nil
 	}
-	return &claimRecord{DeviceID: d.UUID(), SecretHash: secretHash(data.SecretKey), ExpirationTime: data.ExpirationTime}, nil
+	return &claimRecord{DeviceID: d.UUID(), SecretHash: secretHash(secret), ExpirationTime: exp}, nil
+}
+
+// parseClaimingData reads claimingData as ThingsBoard's Jackson reads it into
+// ClaimData{String secretKey; long expirationTime}: a scalar secretKey is its
+// text (a number as written, 123 as "123"), expirationTime a number (a
+// fraction dropped) or a string holding an integer, and a null or absent one
+// is "" or 0 (expired).
+func parseClaimingData(text string) (secret string, exp int64, ok bool) {
+	var data struct {
+		SecretKey      json.RawMessage `json:"secretKey"`
+		ExpirationTime json.RawMessage `json:"expirationTime"`
+	}
+	if err := sonic.UnmarshalString(text, &data); err != nil {
+		return "", 0, false
+	}
+	if secret, ok = jsonText(data.SecretKey); !ok {
+		return "", 0, false
+	}
+	if exp, ok = jsonLong(data.ExpirationTime); !ok {
+		return "", 0, false
+	}
+	return secret, exp, true
+}
+
+// jsonText is a JSON scalar as Jackson reads it into a String: a string's
+// value, a number's or a boolean's literal, "" for null or nothing.
+func jsonText(raw json.RawMessage) (string, bool) {
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", true
+	case raw[0] == '"':
+		var s string
+		err := sonic.Unmarshal(raw, &s)
+		return s, err == nil
+	case raw[0] == '{' || raw[0] == '[':
+		return "", false
+	}
+	return string(raw), true
+}
+
+// jsonLong is a JSON value as Jackson reads it into a long: an integer, a
+// number truncated toward zero, a string holding an integer (spaces around
+// it allowed), 0 for null, nothing, or a string blank or "null".
+func jsonLong(raw json.RawMessage) (int64, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, true
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := sonic.Unmarshal(raw, &s); err != nil {
+			return 0, false
+		}
+		if s = strings.TrimSpace(s); s == "" || s == "null" {
+			return 0, true
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n, true
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsNaN(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, false // not a number (true, an object), or past a long
+	}
+	return int64(f), true
 }
 
 // ReclaimDevice gives the device of that name back: it becomes unassigned and

@@ -305,3 +305,72 @@ func TestClaimRace(t *testing.T) {
 		t.Fatalf("device of %s, want the admin's choice %s", got, g.othr.CustomerID)
 	}
 }
+
+// TestClaimingDataAsJackson: claimingData is read as ThingsBoard's Jackson
+// reads ClaimData: expirationTime a number or a string holding one, secretKey
+// any scalar as its text.
+func TestClaimingDataAsJackson(t *testing.T) {
+	exp := strconv.FormatInt(1_700_000_000_000+1000, 10) // a second after the fixtures' clock
+	for _, c := range []struct{ data, secret, want string }{
+		{`{"secretKey":"x","expirationTime":"` + exp + `"}`, "x", ClaimSuccess},
+		{`{"secretKey":"x","expirationTime":" ` + exp + ` "}`, "x", ClaimSuccess},
+		{`{"secretKey":"x","expirationTime":` + exp + `.9}`, "x", ClaimSuccess},
+		{`{"secretKey":123,"expirationTime":` + exp + `}`, "123", ClaimSuccess},
+		{`{"secretKey":1.50,"expirationTime":` + exp + `}`, "1.50", ClaimSuccess},
+		{`{"secretKey":true,"expirationTime":` + exp + `}`, "true", ClaimSuccess},
+		{`{"secretKey":null,"expirationTime":` + exp + `}`, "", ClaimSuccess},
+		{`{"expirationTime":` + exp + `}`, "", ClaimSuccess},
+		{`{"secretKey":123,"expirationTime":` + exp + `}`, "124", ClaimFailure},
+		{`{"secretKey":"x"}`, "x", ClaimFailure},                       // expirationTime 0: expired
+		{`{"secretKey":"x","expirationTime":null}`, "x", ClaimFailure}, // likewise
+		{`{"secretKey":"x","expirationTime":"null"}`, "x", ClaimFailure},
+		{`{"secretKey":"x","expirationTime":"soon"}`, "x", ClaimFailure}, // no window
+		{`{"secretKey":"x","expirationTime":true}`, "x", ClaimFailure},
+		{`{"secretKey":"x","expirationTime":1e300}`, "x", ClaimFailure},
+		{`{"secretKey":{"a":1},"expirationTime":` + exp + `}`, "", ClaimFailure},
+		{`{"secretKey":["x"],"expirationTime":` + exp + `}`, "x", ClaimFailure},
+	} {
+		f := newClaimFixture(t)
+		f.saveServer(t, claimingDataKey, kv.StringValue(c.data))
+		res, err := f.ClaimDevice(context.Background(), f.cust, f.dev.Name, c.secret)
+		if err != nil || res.Response != c.want {
+			t.Fatalf("claimingData %s with %q: %+v %v, want %s", c.data, c.secret, res, err, c.want)
+		}
+	}
+}
+
+// TestClaimOfClaimedDevice: ThingsBoard checks the window before the owner:
+// on a device a customer has, a wrong key with a window open is FAILURE and
+// ends a device-side window, the right key is CLAIMED and removes the
+// claiming data, and no window is CLAIMED.
+func TestClaimOfClaimedDevice(t *testing.T) {
+	f := newClaimFixture(t)
+	ctx := context.Background()
+	f.register(t, "k", 0, 0)
+	if _, err := f.AssignDevice(ctx, f.admin, f.othr.CustomerID, f.dev.UUID()); err != nil {
+		t.Fatal(err)
+	}
+	f.claim(t, f.cust, "wrong", ClaimFailure)
+	if _, err := f.store.Lookup(ctx, kindClaim, claimDeviceKey(f.dev.UUID())); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("window after a wrong key: %v", err)
+	}
+	f.claim(t, f.cust, "k", ClaimClaimed) // no window left
+
+	exp := strconv.FormatInt(f.clock.UnixMilli()+1000, 10)
+	f.saveServer(t, claimingDataKey, kv.JSONValue(`{"secretKey":"srv","expirationTime":`+exp+`}`))
+	f.saveServer(t, claimingAllowedKey, kv.BoolValue(true))
+	f.claim(t, f.cust, "wrong", ClaimFailure)
+	f.advance(1001 * time.Millisecond)
+	f.claim(t, f.cust, "srv", ClaimFailure) // expired
+	f.advance(-1001 * time.Millisecond)
+	if got := f.serverAttrs(t); got != "claimingAllowed=true;claimingData="+`{"secretKey":"srv","expirationTime":`+exp+`};` {
+		t.Fatalf("server attributes after failed claims: %s", got)
+	}
+	f.claim(t, f.cust, "srv", ClaimClaimed)
+	if got := f.serverAttrs(t); got != "" {
+		t.Fatalf("server attributes after the right key: %s", got)
+	}
+	if got := f.customerOf(t); got != f.othr.CustomerID.String() {
+		t.Fatalf("device of %s, want %s", got, f.othr.CustomerID)
+	}
+}
