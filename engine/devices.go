@@ -461,6 +461,9 @@ func (e *Engine) removeDevice(ctx context.Context, id uuid.UUID) error {
 	if err := e.dropClaim(ctx, id); err != nil {
 		return err
 	}
+	if err := e.dropProvisionGuard(ctx, id); err != nil {
+		return err
+	}
 	if err := e.deleteRecord(ctx, kindDevice, id); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
@@ -125,8 +128,10 @@ func (e *Engine) provisionNew(ctx context.Context, dp *DeviceProfile, name strin
 // provisionExisting hands out the credentials of a device pre-created in a
 // CHECK_PRE_PROVISIONED_DEVICES profile, once: a device with any server
 // attribute provisionState is a FAILURE, as in ThingsBoard (which logs a
-// state other than "provisioned" as unknown). Two concurrent requests for the
-// same device may both succeed; both receive the same token.
+// state other than "provisioned" as unknown). Deleting that attribute allows
+// a new provisioning. The check and the write run under the device's
+// provisioning guard, so of concurrent requests for one device exactly one
+// succeeds; the others are FAILURE, as a second provisioning is.
 func (e *Engine) provisionExisting(ctx context.Context, dp *DeviceProfile, name string) (*ProvisionResult, error) {
 	if name == "" {
 		return provisionFailed(provisionFailureMsg), nil
@@ -141,6 +146,14 @@ func (e *Engine) provisionExisting(ctx context.Context, dp *DeviceProfile, name 
 	if d.DeviceProfileID.ID != dp.ID.ID {
 		return provisionFailed(provisionFailureMsg), nil
 	}
+	release, err := e.guardProvision(ctx, d)
+	if errors.Is(err, errProvisionBusy) {
+		return provisionFailed(provisionFailureMsg), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	state, err := e.Attributes(ctx, d.ID.ID, storage.ServerScope, []string{provisionStateKey})
 	if err != nil {
 		return nil, err
@@ -149,6 +162,87 @@ func (e *Engine) provisionExisting(ctx context.Context, dp *DeviceProfile, name 
 		return provisionFailed(provisionFailureMsg), nil
 	}
 	return e.markProvisioned(ctx, d)
+}
+
+// The provisioning guard of a device is a "provision" record holding the
+// unique value "device:<id>" while a provisioning checks and sets its
+// provisionState: storage lets one Put hold the value, on every node. It is
+// deleted when that provisioning ends. One a stopped node left behind is
+// taken over once older than provisionGuardTTL (far more than a provisioning
+// takes), and device deletion drops it.
+const (
+	kindProvision     = "provision"
+	provisionGuardTTL = time.Minute
+)
+
+// errProvisionBusy: another provisioning of the device holds its guard.
+var errProvisionBusy = errors.New("the device is being provisioned")
+
+type provisionGuard struct {
+	ID       uuid.UUID `json:"id"`
+	DeviceID uuid.UUID `json:"deviceId"`
+	Created  int64     `json:"created"` // unix ms
+}
+
+func provisionGuardKey(device uuid.UUID) string { return "device:" + device.String() }
+
+// guardProvision takes the provisioning guard of d, or answers errProvisionBusy.
+// release gives it back; it runs even when ctx is done, for a guard left
+// behind would refuse the device for provisionGuardTTL.
+func (e *Engine) guardProvision(ctx context.Context, d *Device) (release func(), err error) {
+	g := provisionGuard{ID: newID(), DeviceID: d.UUID(), Created: e.now().UnixMilli()}
+	for range 2 { // the second try follows the removal of a stale guard
+		err := e.putRecord(ctx, kindProvision, g.ID, d.TenantID(), &g, provisionGuardKey(d.UUID()))
+		if err == nil {
+			return func() { e.releaseProvision(context.WithoutCancel(ctx), g.ID) }, nil
+		}
+		if !errors.Is(err, storage.ErrConflict) {
+			return nil, err
+		}
+		stale, err := e.dropStaleGuard(ctx, d.UUID())
+		if err != nil {
+			return nil, err
+		}
+		if !stale {
+			return nil, errProvisionBusy
+		}
+	}
+	return nil, errProvisionBusy
+}
+
+// dropStaleGuard deletes the provisioning guard of device if it is older than
+// provisionGuardTTL, and reports whether the guard is gone. Deleting by id
+// cannot remove a newer guard another request took meanwhile.
+func (e *Engine) dropStaleGuard(ctx context.Context, device uuid.UUID) (bool, error) {
+	g, err := lookupRecord[provisionGuard](ctx, e, kindProvision, provisionGuardKey(device))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return true, nil // released meanwhile
+	case err != nil:
+		return false, err
+	case e.now().UnixMilli()-g.Created <= provisionGuardTTL.Milliseconds():
+		return false, nil
+	}
+	return true, ignoreGone(e.deleteRecord(ctx, kindProvision, g.ID))
+}
+
+// releaseProvision deletes the guard id. A failure is logged, not returned:
+// the provisioning's answer stands, and the guard goes stale.
+func (e *Engine) releaseProvision(ctx context.Context, id uuid.UUID) {
+	if err := ignoreGone(e.deleteRecord(ctx, kindProvision, id)); err != nil {
+		e.cfg.Logger.Warn("cannot release a provisioning guard; the device cannot be provisioned until it goes stale",
+			"guard", id, "err", err)
+	}
+}
+
+// dropProvisionGuard deletes the provisioning guard of a device, if any.
+// Device deletion calls it so no guard outlives its device.
+func (e *Engine) dropProvisionGuard(ctx context.Context, device uuid.UUID) error {
+	g, err := lookupRecord[provisionGuard](ctx, e, kindProvision, provisionGuardKey(device))
+	if err != nil {
+		return ignoreGone(err)
+	}
+	return ignoreGone(e.deleteRecord(ctx, kindProvision, g.ID))
 }
 
 // markProvisioned sets the server attribute provisionState and answers the

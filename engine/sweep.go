@@ -142,6 +142,9 @@ func (e *Engine) sweepDevice(ctx context.Context, id uuid.UUID) {
 	if err == nil {
 		err = e.dropClaim(ctx, id)
 	}
+	if err == nil {
+		err = e.dropProvisionGuard(ctx, id)
+	}
 	if err != nil {
 		e.cfg.Logger.Warn("cannot delete data written for a device after its deletion", "device", id, "err", err)
 	}
