@@ -39,6 +39,9 @@ func (e *Engine) SaveCustomer(ctx context.Context, p *Principal, in *Customer) (
 		// Over the version read: a customer deleted meanwhile is not brought back.
 		return e.writeCustomer(ctx, &c, &prev)
 	}
+	if err := e.checkEntityLimit(ctx, p.TenantID, customerLimit); err != nil {
+		return nil, err // maxCustomers of the tenant's profile
+	}
 	return e.createCustomer(ctx, p.TenantID, newID(), &c)
 }
 

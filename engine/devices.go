@@ -225,6 +225,11 @@ func (e *Engine) createDevice(ctx context.Context, tenant uuid.UUID, in *Device,
 	} else if err := checkAccessToken(accessToken); err != nil {
 		return nil, err
 	}
+	// maxDevices of the tenant's profile, before anything is written (also a
+	// device profile named by type).
+	if err := e.checkEntityLimit(ctx, tenant, deviceLimit); err != nil {
+		return nil, err
+	}
 	d, err := e.deviceFrom(ctx, tenant, in, nil)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ const (
 	CodeItemNotFound     Code = 32
 	CodeTooManyRequests  Code = 33
 	CodeVersionConflict  Code = 35
+	CodeEntitiesLimit    Code = 41 // ENTITIES_LIMIT_EXCEEDED: 403, see EntitiesLimitError
 	CodeUnavailable      Code = 50 // Sluice: storage or write path cannot take more (503)
 )
 

@@ -362,6 +362,10 @@ func (e *Engine) SaveOtaPackageData(ctx context.Context, p *Principal, id uuid.U
 	if up.ContentType == "" {
 		up.ContentType = "application/octet-stream"
 	}
+	// maxOtaPackagesInBytes of the tenant's profile: reading past it fails.
+	if up.Data, err = e.limitOtaUpload(ctx, p.TenantID, up.Data); err != nil {
+		return nil, err
+	}
 	d := &otaData{PackageID: id, FileName: up.FileName, ContentType: up.ContentType, ChecksumAlgorithm: algorithm}
 	dataID := newID()
 	if d.Size, err = e.writeOtaChunks(ctx, dataID, io.TeeReader(up.Data, sum)); err != nil {

@@ -115,6 +115,9 @@ func (e *Engine) provisionNew(ctx context.Context, dp *DeviceProfile, name strin
 	// saveDevice refuses a taken name or token and a token unfit for a URL; to the
 	// device each of these is a FAILURE.
 	d, err := e.saveDevice(ctx, tenant, d, req.Token)
+	if isEntitiesLimit(err) {
+		return provisionFailed(provisionFailureMsg), nil // maxDevices reached: FAILURE, as ThingsBoard
+	}
 	var ee *Error
 	if errors.As(err, &ee) && ee.Code == CodeBadRequestParams {
 		return provisionFailed(provisionFailureMsg), nil

@@ -260,6 +260,8 @@ type tenantLimits struct {
 	// rpcTTL is rpcTtlDays: persistent RPCs created longer ago are deleted
 	// (ThingsBoard's RpcCleanUpService); 0 keeps them.
 	rpcTTL time.Duration
+	// entities are the entity limits (limits_entities.go).
+	entities entityLimits
 }
 
 // noLimits is the limits of a tenant whose profile sets none (the default).

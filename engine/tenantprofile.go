@@ -19,9 +19,10 @@ import (
 
 // Tenant profiles hold the rate limits of their tenants, in ThingsBoard's shape:
 // profileData.configuration with the DefaultTenantProfileConfiguration fields
-// (compat §9). Sluice reads the limit fields below and rpcTtlDays, and keeps the
-// rest of the configuration verbatim. Every tenant has a profile; one profile is the default,
-// created on first use with every limit null (unlimited).
+// (compat §9). Sluice reads the limit fields below, rpcTtlDays and the entity
+// limits (limits_entities.go), and keeps the rest of the configuration
+// verbatim. Every tenant has a profile; one profile is the default, created on
+// first use with every limit null (unlimited).
 
 // EntityTenantProfile is the entity type of tenant profile ids.
 const EntityTenantProfile = "TENANT_PROFILE"
@@ -109,18 +110,8 @@ func parseLimits(conf json.RawMessage) (*tenantLimits, error) {
 		return nil, errTenantProfileConfig
 	}
 	var f limitFields
-	if err := sonic.Unmarshal(conf, &f); err != nil {
-		// sonic's error quotes the decoder's position dump: name the field
-		// instead, as encoding/json finds it.
-		var te *json.UnmarshalTypeError
-		if errors.As(json.Unmarshal(conf, &f), &te) && te.Field != "" {
-			want := "string"
-			if te.Type.Kind() != reflect.String {
-				want = "integer"
-			}
-			return nil, Errorf(CodeBadRequestParams, "Invalid tenant profile configuration: %s must be a %s, not a %s", te.Field, want, te.Value)
-		}
-		return nil, Errorf(CodeBadRequestParams, "Invalid tenant profile configuration")
+	if err := decodeConfiguration(conf, &f); err != nil {
+		return nil, err
 	}
 	l := &tenantLimits{}
 	for _, x := range []struct {
@@ -151,6 +142,25 @@ func parseLimits(conf json.RawMessage) (*tenantLimits, error) {
 		return noLimits, nil
 	}
 	return l, nil
+}
+
+// decodeConfiguration decodes a profile configuration, a JSON object, into
+// the fields f points to; a mistyped field is a 400 naming it.
+func decodeConfiguration(conf json.RawMessage, f any) error {
+	if err := sonic.Unmarshal(conf, f); err != nil {
+		// sonic's error quotes the decoder's position dump: name the field
+		// instead, as encoding/json finds it.
+		var te *json.UnmarshalTypeError
+		if errors.As(json.Unmarshal(conf, f), &te) && te.Field != "" {
+			want := "string"
+			if te.Type.Kind() != reflect.String {
+				want = "integer"
+			}
+			return Errorf(CodeBadRequestParams, "Invalid tenant profile configuration: %s must be a %s, not a %s", te.Field, want, te.Value)
+		}
+		return Errorf(CodeBadRequestParams, "Invalid tenant profile configuration")
+	}
+	return nil
 }
 
 // initLimits sets up the tenant-limits cache and its evictions from other nodes.
@@ -200,7 +210,17 @@ func (e *Engine) tenantLimits(ctx context.Context, tenant uuid.UUID, now time.Ti
 		if err != nil {
 			// Saved profiles are validated; an unreadable one limits nothing.
 			e.cfg.Logger.Warn("tenant profile has invalid limits; not enforcing them", "tenantProfile", tp.ID.ID, "err", err)
-			return noLimits, nil
+			l = noLimits
+		}
+		// The entity limits read apart: a stored profile whose entity limits do
+		// not read (saved before Sluice read them) keeps its rate limits.
+		ent, err := parseEntityLimits(tp.ProfileData.Configuration)
+		if err != nil {
+			e.cfg.Logger.Warn("tenant profile has invalid entity limits; not enforcing them", "tenantProfile", tp.ID.ID, "err", err)
+		} else if ent != (entityLimits{}) {
+			withEntities := *l
+			withEntities.entities = ent
+			l = &withEntities
 		}
 		return l, nil
 	})
@@ -471,6 +491,9 @@ func (e *Engine) SaveTenantProfile(ctx context.Context, p *Principal, in *Tenant
 		tp.ProfileData.Configuration = defaultTenantConfiguration
 	}
 	if _, err := parseLimits(tp.ProfileData.Configuration); err != nil {
+		return nil, err
+	}
+	if _, err := parseEntityLimits(tp.ProfileData.Configuration); err != nil {
 		return nil, err
 	}
 	if in.ID.ID == uuid.Nil {

@@ -63,6 +63,11 @@ func (e *Engine) SaveUser(ctx context.Context, p *Principal, in *User) (*User, e
 	if err := e.placeNewUser(ctx, p, &u); err != nil {
 		return nil, err
 	}
+	// maxUsers of the user's tenant's profile, whoever creates it; system
+	// administrators have no tenant.
+	if err := e.checkEntityLimit(ctx, u.TenantID.ID, userLimit); err != nil {
+		return nil, err
+	}
 	return e.createUser(ctx, &u, "")
 }
 

@@ -21,7 +21,7 @@ func statusOf(c engine.Code) int {
 	switch c {
 	case engine.CodeAuthentication, engine.CodeJWTExpired, engine.CodeCredentialsExp:
 		return fasthttp.StatusUnauthorized
-	case engine.CodePermissionDenied:
+	case engine.CodePermissionDenied, engine.CodeEntitiesLimit:
 		return fasthttp.StatusForbidden
 	case engine.CodeInvalidArguments, engine.CodeBadRequestParams:
 		return fasthttp.StatusBadRequest
@@ -48,6 +48,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 		badEncoding *unsupportedEncodingError
 		badBody     *corruptBodyError
 		tooLarge    *tooLargeError
+		overLimit   *engine.EntitiesLimitError
 	)
 	switch {
 	case errors.As(err, &tooLarge):
@@ -57,6 +58,14 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 		writeError(ctx, fasthttp.StatusUnsupportedMediaType, engine.CodeBadRequestParams, err.Error())
 	case errors.As(err, &badBody):
 		writeError(ctx, fasthttp.StatusBadRequest, engine.CodeBadRequestParams, err.Error())
+	case errors.As(err, &overLimit):
+		// ThingsBoard's ThingsboardEntitiesLimitExceededResponse: the error
+		// body with the entity type and the limit.
+		writeError(ctx, statusOf(overLimit.Err.Code), overLimit.Err.Code, overLimit.Err.Msg)
+		body := ctx.Response.Body()
+		extra := append([]byte(`,"entityType":`), kv.AppendJSONString(nil, overLimit.EntityType)...)
+		extra = strconv.AppendInt(append(extra, `,"limit":`...), overLimit.Limit, 10)
+		ctx.Response.SetBody(append(append(append([]byte(nil), body[:len(body)-1]...), extra...), '}'))
 	case errors.As(err, &ee):
 		writeError(ctx, statusOf(ee.Code), ee.Code, ee.Msg)
 	case errors.As(err, &ce):

@@ -223,6 +223,10 @@ type Entities interface {
 	Lookup(ctx context.Context, kind, unique string) (Record, error)
 	// List returns all records of kind with the owner, in ascending ID order.
 	List(ctx context.Context, kind string, owner uuid.UUID) ([]Record, error)
+	// Count returns how many records of kind the owner has, as len(List)
+	// would, without reading the records: the engine counts a tenant's
+	// devices, customers and users against its profile's limits on each create.
+	Count(ctx context.Context, kind string, owner uuid.UUID) (int, error)
 	// Delete removes the record and releases its unique values; ErrNotFound if absent.
 	Delete(ctx context.Context, kind string, id uuid.UUID) error
 }

@@ -157,6 +157,23 @@ func (d *DB) List(ctx context.Context, kind string, owner uuid.UUID) ([]storage.
 	return out, nil
 }
 
+// Count implements storage.Entities: it walks the owner index, whose keys
+// carry no value, and reads no record.
+func (d *DB) Count(ctx context.Context, kind string, owner uuid.UUID) (int, error) {
+	if err := d.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer d.leave()
+	n := 0
+	if err := scan(d.pdb, ownerPrefix(nil, kind, owner), func(_, _ []byte) error {
+		n++
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("cannot count %s of %s: %w", kind, owner, err)
+	}
+	return n, nil
+}
+
 // Delete implements storage.Entities.
 func (d *DB) Delete(ctx context.Context, kind string, id uuid.UUID) error {
 	if err := d.enter(ctx); err != nil {

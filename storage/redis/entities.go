@@ -223,6 +223,21 @@ func (s *Store) List(ctx context.Context, kind string, owner uuid.UUID) ([]stora
 	return out, nil
 }
 
+// Count returns how many records of kind the owner has: one ZLEXCOUNT over
+// the range List reads, O(log n).
+func (s *Store) Count(ctx context.Context, kind string, owner uuid.UUID) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	lo := "[" + string(owner[:])
+	hi := "[" + string(owner[:]) + string(bytes16(0xff))
+	n, err := s.rdb.ZLexCount(ctx, s.ownersKey(kind), lo, hi).Result()
+	if err != nil {
+		return 0, fail(fmt.Sprintf("count %s of %s", kind, owner), err)
+	}
+	return int(n), nil
+}
+
 func bytes16(b byte) []byte {
 	out := make([]byte, 16)
 	for i := range out {

@@ -221,6 +221,49 @@ func testEntities(t *testing.T, open func(t *testing.T) storage.Backend) {
 		}
 	})
 
+	t.Run("Count", func(t *testing.T) {
+		b := open(t)
+		count := func(kind string, owner uuid.UUID, want int) {
+			t.Helper()
+			n, err := b.Count(t.Context(), kind, owner)
+			must(t, err)
+			if n != want {
+				t.Fatalf("Count %s of %s: got %d, want %d", kind, owner, n, want)
+			}
+		}
+		other := uuid.New()
+		count("device", owner, 0)
+		var rs []storage.Record
+		for i := range 10 {
+			r := device("c" + string(rune('0'+i)))
+			must(t, b.Put(t.Context(), r))
+			rs = append(rs, r)
+		}
+		must(t, b.Put(t.Context(), storage.Record{Kind: "device", ID: uuid.New(), Owner: other}))
+		must(t, b.Put(t.Context(), storage.Record{Kind: "asset", ID: uuid.New(), Owner: owner}))
+		count("device", owner, 10)
+		count("device", other, 1)
+		count("asset", owner, 1)
+		count("device", uuid.New(), 0)
+
+		// An update is no new record; a Replace neither.
+		upd := rs[0]
+		upd.Data = []byte(`{"name":"c0","label":"x"}`)
+		must(t, b.Put(t.Context(), upd))
+		must(t, b.Replace(t.Context(), storage.Record{Kind: upd.Kind, ID: upd.ID, Owner: owner, Data: []byte(`{}`), Unique: upd.Unique}, upd.Data))
+		count("device", owner, 10)
+		// A record moved to another owner counts there; a deleted one nowhere.
+		moved := rs[1]
+		moved.Owner = other
+		must(t, b.Put(t.Context(), moved))
+		must(t, b.Delete(t.Context(), "device", rs[2].ID))
+		count("device", owner, 8)
+		count("device", other, 2)
+		if list, err := b.List(t.Context(), "device", owner); err != nil || len(list) != 8 {
+			t.Fatalf("List agrees with Count: %d records, %v", len(list), err)
+		}
+	})
+
 	t.Run("Delete", func(t *testing.T) {
 		b := open(t)
 		r := device("gone")
