@@ -108,6 +108,8 @@ type Engine struct {
 	resync resync
 	// activity holds the devices' last requests not yet written (see activity.go).
 	activity activity
+	// rollouts are this node's background OTA rollouts (see ota_rollout.go).
+	rollouts rollouts
 }
 
 // New returns an engine over store.

@@ -169,38 +169,6 @@ func (e *Engine) otaDeviceSaved(ctx context.Context, old, d *Device) error {
 	return nil
 }
 
-// otaProfileSaved updates every device of a profile that has no package of its
-// own, after the profile's firmwareId or softwareId changed (old: the previous
-// version, nil for a new profile, which has no devices yet).
-func (e *Engine) otaProfileSaved(ctx context.Context, old, dp *DeviceProfile) error {
-	if old == nil {
-		return nil
-	}
-	var devices []*Device
-	for _, typ := range []string{OtaFirmware, OtaSoftware} {
-		now := otaIDOf(typ, dp.FirmwareID, dp.SoftwareID)
-		if now == otaIDOf(typ, old.FirmwareID, old.SoftwareID) {
-			continue
-		}
-		if devices == nil {
-			all, err := listRecords[Device](ctx, e, kindDevice, dp.TenantID.ID)
-			if err != nil {
-				return err
-			}
-			devices = all
-		}
-		for _, d := range devices {
-			if d.DeviceProfileID.ID != dp.ID.ID || otaIDOf(typ, d.FirmwareID, d.SoftwareID) != uuid.Nil {
-				continue
-			}
-			if err := e.applyOta(ctx, d, typ, now); err != nil {
-				return fmt.Errorf("cannot update the %s of device %s: %w", otaPrefixName(typ), d.ID.ID, err)
-			}
-		}
-	}
-	return nil
-}
-
 // applyOta brings the OTA state of type typ of device d to package id, or
 // removes it when id is uuid.Nil, as DefaultOtaPackageStateService.process
 // does: the device and its profile are read again, and nothing is written

@@ -164,6 +164,7 @@ func (e *Engine) sweepTenant(ctx context.Context, id uuid.UUID) {
 // sweeps still queued, due or not, within ctx. Call it once the node takes no
 // more requests and its last writes are in, before the store closes.
 func (e *Engine) Close(ctx context.Context) {
+	e.closeRollouts()    // what they leave undone, the next start resumes
 	e.closeActivity(ctx) // before the sweeps, which delete what it writes of deleted devices
 	s := &e.sweeps
 	s.mu.Lock()

@@ -100,6 +100,9 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		b.close()
 		return nil, fmt.Errorf("cannot load bootstrap data: %w", err)
 	}
+	if err := n.eng.ResumeRollouts(context.Background()); err != nil {
+		log.Warn("cannot resume the OTA rollouts a node left unfinished; the next start tries again", "err", err)
+	}
 	shards := cfg.Ingest.Shards
 	if shards == 0 && b.spool == nil {
 		// Embedded: every shard's synced batch goes through Pebble's one log, one

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sluice-iot/sluice/storage"
+)
+
+// rolloutFixture is a profile with n devices following it and a firmware
+// package the profile does not have yet.
+func rolloutFixture(t *testing.T, te *testEngine, n int) (*DeviceProfile, []uuid.UUID, *OtaPackageInfo) {
+	t.Helper()
+	ctx, admin := context.Background(), te.tenantAdmin(t)
+	dp, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: "fleet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devices []uuid.UUID
+	for i := range n {
+		d, err := te.SaveDevice(ctx, admin, &Device{Name: "d" + strconv.Itoa(i), DeviceProfileID: dp.ID}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		devices = append(devices, d.UUID())
+	}
+	return dp, devices, te.otaWithData(t, admin, "fleet-fw")
+}
+
+// waitRolledOut waits until every device has fw_title title and no rollout
+// record is left.
+func waitRolledOut(t *testing.T, te *testEngine, devices []uuid.UUID, title string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		done := 0
+		for _, d := range devices {
+			attrs, err := te.store.GetAttributes(ctx, d, storage.SharedScope, []string{"fw_title"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(attrs) == 1 && attrs[0].Value.Str == title {
+				done++
+			}
+		}
+		recs, err := te.store.List(ctx, kindOtaRollout, uuid.Nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done == len(devices) && len(recs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d of %d devices rolled out, %d rollout records", done, len(devices), len(recs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOtaRolloutBackground: a profile with more followers than rolloutInline
+// answers at once and its devices get the package in the background.
+func TestOtaRolloutBackground(t *testing.T) {
+	defer func(n int) { rolloutInline = n }(rolloutInline)
+	rolloutInline = 2
+	te := newTestEngine(t)
+	dp, devices, fw := rolloutFixture(t, te, 5)
+	dp.FirmwareID = &fw.ID
+	if _, err := te.SaveDeviceProfile(context.Background(), te.tenantAdmin(t), dp); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, te, devices, "fleet-fw")
+}
+
+// TestOtaRolloutResume: a rollout its node stopped before running is run by
+// the next engine to start over the same store.
+func TestOtaRolloutResume(t *testing.T) {
+	defer func(n int) { rolloutInline = n }(rolloutInline)
+	rolloutInline = 0
+	te := newTestEngine(t)
+	dp, devices, fw := rolloutFixture(t, te, 3)
+	te.closeRollouts() // the node stops: what it would start now, it leaves recorded
+	dp.FirmwareID = &fw.ID
+	if _, err := te.SaveDeviceProfile(context.Background(), te.tenantAdmin(t), dp); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := te.store.List(context.Background(), kindOtaRollout, uuid.Nil)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("rollout records after the stop: %d %v", len(recs), err)
+	}
+
+	next := &testEngine{Engine: New(te.store, te.cfg), demo: te.demo}
+	t.Cleanup(func() { next.Close(context.Background()) })
+	if err := next.ResumeRollouts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, next, devices, "fleet-fw")
+}
+
+// TestOtaRolloutProfileGone: the record of a rollout whose profile was
+// deleted meanwhile is dropped at start.
+func TestOtaRolloutProfileGone(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	id := newID()
+	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, &otaRollout{ProfileID: id, Types: []string{OtaFirmware}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.ResumeRollouts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.store.Get(ctx, kindOtaRollout, id); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("record of a gone profile: %v", err)
+	}
+}
