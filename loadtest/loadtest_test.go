@@ -207,6 +207,8 @@ func TestConfigErrors(t *testing.T) {
 	f(Config{Addr: "127.0.0.1:1", Generate: gen}, "neither Duration nor Requests")
 	f(Config{Addr: "127.0.0.1:1", Generate: gen, Requests: 1, Connections: -1}, "negative")
 	f(Config{Addr: "127.0.0.1:1", Generate: gen, Duration: time.Second, Requests: -1}, "negative")
+	f(Config{Addr: "127.0.0.1:1", Generate: gen, Duration: time.Second, Rate: 1e300}, "above the most")
+	f(Config{Addr: "127.0.0.1:1", Generate: gen, Duration: time.Second, Rate: MaxRate + 1}, "above the most")
 }
 
 // TestAppendTelemetry: both shapes are the ThingsBoard forms the codec reads, with

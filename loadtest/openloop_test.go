@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -49,6 +50,32 @@ func TestScheduleBefore(t *testing.T) {
 				t.Fatalf("rate %v, %v after start: before = %d, want %d", rate, d, got, want)
 			}
 		}
+	}
+}
+
+// TestScheduleExtremeRates: before answers at once at any rate, its float
+// estimate clamped before the conversion to int64 (a rate of 1e300 overflowed it
+// and looped about 2^63 times); at stays monotonic where its offset overflows.
+func TestScheduleExtremeRates(t *testing.T) {
+	check := func(s *schedule, t1 time.Time, i int64) {
+		t.Helper()
+		if i < 0 || i > maxSlot || (i > 0 && !s.at(i-1).Before(t1)) || (i < maxSlot && s.at(i).Before(t1)) {
+			t.Fatalf("rate %g, %v after start: before = %d, not the least i with at(i) >= t", s.rate, t1.Sub(s.start), i)
+		}
+	}
+	for _, rate := range []float64{1e300, math.MaxFloat64, 1e20, 1e12, MaxRate, 1e-300} {
+		s := &schedule{start: t0, rate: rate}
+		for _, d := range []time.Duration{1, time.Millisecond, time.Second, 100 * 365 * 24 * time.Hour, math.MaxInt64} {
+			check(s, t0.Add(d), s.before(t0.Add(d)))
+		}
+	}
+	s := &schedule{start: t0, rate: 1e300}
+	if got := s.before(t0.Add(time.Second)); got != maxSlot {
+		t.Fatalf("rate 1e300: %d due in the first second, want the cap %d", got, int64(maxSlot))
+	}
+	s = &schedule{start: t0, rate: 1e-300}
+	if got := s.before(t0.Add(time.Hour)); got != 1 || !s.at(1).After(s.at(0)) || s.at(maxSlot).Before(s.at(1)) {
+		t.Fatalf("rate 1e-300: %d due in the first hour, want 1; at(1) %v, at(maxSlot) %v", got, s.at(1), s.at(maxSlot))
 	}
 }
 
@@ -312,6 +339,52 @@ func TestMissedRecorded(t *testing.T) {
 	h = newHistogram()
 	if n := r.recordMissed(h, r.stopAt); n != 3 || !h.ValuesAreEquivalent(h.Max(), 3000) {
 		t.Fatalf("stopped at 5 ms, answered until 10 ms: missed %d, longest %d µs; want 3, 3000", n, h.Max())
+	}
+}
+
+// TestMissedRecordedInBulk: recording the missed requests in runs of equal
+// values gives the very histogram that recording them one by one gave, and its
+// cost does not grow with their number: an hour missed at MaxRate (3.6e10
+// requests) is recorded (one by one it would take hours).
+func TestMissedRecordedInBulk(t *testing.T) {
+	for _, c := range []struct {
+		rate     float64
+		duration time.Duration
+		issued   int64
+	}{{1000, 10 * time.Millisecond, 7}, {100_000, 10 * time.Second, 1234}, {3, 2 * time.Hour, 5}, {7777.7, 3 * time.Second, 0}} {
+		r := openRun(c.rate, 0, c.duration, 0)
+		r.issued.Store(c.issued)
+		end := r.stopAt.Add(1500 * time.Millisecond)
+		bulk := newHistogram()
+		n := r.recordMissed(bulk, end)
+		from, to, until := r.missedSlots(end)
+		one := newHistogram()
+		for i := from; i < to; i++ {
+			one.RecordValue(min(until.Sub(r.sched.at(i)), maxLatency).Microseconds())
+		}
+		if n != to-from || bulk.TotalCount() != n || !bulk.Equals(one) {
+			t.Fatalf("rate %v for %v, %d issued: %d missed, bulk count %d max %d, one by one count %d max %d",
+				c.rate, c.duration, c.issued, n, bulk.TotalCount(), bulk.Max(), one.TotalCount(), one.Max())
+		}
+	}
+	r := openRun(MaxRate, 0, time.Hour, 0)
+	h := newHistogram()
+	if n := r.recordMissed(h, r.stopAt); n != 36_000_000_000 || h.TotalCount() != n || !h.ValuesAreEquivalent(h.Max(), time.Hour.Microseconds()) {
+		t.Fatalf("an hour at MaxRate: %d missed, %d recorded, max %d µs", n, h.TotalCount(), h.Max())
+	}
+}
+
+// TestRunMaxRate: a run at MaxRate ends with its Duration, however many
+// requests it could not send, and counts every one of them missed.
+func TestRunMaxRate(t *testing.T) {
+	s := startServer(t, func(ctx *fasthttp.RequestCtx) {})
+	res, err := Run(Config{Addr: s.addr, Connections: 2, Duration: 200 * time.Millisecond, Rate: MaxRate,
+		Generate: Telemetry([]string{"/"}, 1, 2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Missed <= 0 || res.MissedLatency.TotalCount() != res.Missed || res.Requests+res.Errors+res.Missed > 2_000_000 {
+		t.Fatalf("%d answered, %d failed, %d missed (%d recorded)", res.Requests, res.Errors, res.Missed, res.MissedLatency.TotalCount())
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,7 +85,8 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 	fs.StringVar(&o.ProvisionKey, "provision-key", "", "provision the devices via /api/v1/provision with this device profile key")
 	fs.StringVar(&o.ProvisionSecret, "provision-secret", "", "secret of -provision-key")
 	fs.StringVar(&f.tokensFile, "tokens", "", "file of device access tokens, one per line: use these devices, create none")
-	fs.StringVar(&f.saveTokens, "save-tokens", "", "write the tokens of the fleet's devices to this file (reuse with -tokens); also those made before a failed or interrupted setup")
+	fs.StringVar(&f.saveTokens, "save-tokens", "", "write the tokens of the fleet's devices to this file (reuse with -tokens); also those made before a failed or interrupted setup; "+
+		"with -cleanup it is written again after the cleanup, without the devices deleted. Written to a temporary file renamed over it: an existing file is kept until then")
 	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the devices this run created or provisioned at the end")
 	fs.StringVar(&o.NamePrefix, "name-prefix", "sluice-load", "names of created devices start with this")
 	fs.StringVar(&o.DeviceType, "device-type", "default", "type (profile name) of created devices")
@@ -92,7 +94,7 @@ func parse(args []string, stderr io.Writer) (fleet.Options, flags, error) {
 
 	fs.StringVar(&profile, "profile", "single", "payload: "+profileNames())
 	fs.IntVar(&o.BatchSize, "batch-size", 10, "timestamped points per request of -profile batch")
-	fs.Float64Var(&o.Rate, "rate", 0, "requests per second over all connections, open loop; 0 = flat out (closed loop). "+
+	fs.Float64Var(&o.Rate, "rate", 0, "requests per second over all connections, open loop, at most 10,000,000; 0 = flat out (closed loop). "+
 		"A connection answered 429 or 503 waits for the Retry-After (at most 10s; 100ms without one) before its next request, "+
 		"and flat out one whose request got no answer waits 100ms; with -rate the schedule goes on meanwhile: "+
 		"the requests that come due are sent by the other connections, or late (counted from their due time), or count as missed")
@@ -188,6 +190,11 @@ func check(o fleet.Options, f flags) error {
 	if math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) || o.Rate < 0 {
 		return fmt.Errorf("-rate %v: want requests per second, 0 or more (0 = flat out)", o.Rate)
 	}
+	// Far above anything one generator sends; a typo (1e300) would otherwise
+	// make the schedule's arithmetic overflow.
+	if o.Rate > loadtest.MaxRate {
+		return fmt.Errorf("-rate %g: want at most %s requests per second", o.Rate, report.Thousands(loadtest.MaxRate))
+	}
 	if o.Duration == 0 && o.Requests == 0 {
 		return errors.New("-duration 0 needs -requests")
 	}
@@ -210,13 +217,14 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	// The output files are opened now: a path that cannot be written fails
-	// before the devices are made and the load is sent, not after.
+	// The output paths are checked now: one that cannot be written fails
+	// before the devices are made and the load is sent, not after. The files
+	// themselves are written at the end (an existing one is left as it was
+	// when the run fails first).
 	outs, err := openOutputs(f)
 	if err != nil {
 		return err
 	}
-	defer outs.discard() // those not written: an error ended the run first
 	live := !f.quiet && isTerminal(stderr)
 	stderr = &syncWriter{w: stderr} // the progress line and the signal watcher write from goroutines
 
@@ -228,6 +236,19 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 	defer endWatch()
 
 	o.OnSample = progress(stderr, o, f.quiet, live)
+	o.OnFirstPollsWait = func(pending int, left time.Duration) {
+		// After the first Ctrl-C the next one skips the wait; after a run that
+		// ended by itself, the first only stops the (ended) load.
+		again := "again"
+		if ctx.Err() == nil {
+			again = "twice"
+		}
+		if live {
+			fmt.Fprintln(stderr)
+		}
+		fmt.Fprintf(stderr, "sluice-load: waiting up to %ds for the RPC pollers' first polls (Ctrl-C %s to skip)\n",
+			max(int64(math.Ceil(left.Seconds())), 1), again)
+	}
 	var setupBar *progressbar.ProgressBar
 	if live && len(o.Tokens) == 0 {
 		setupBar = newBar(stderr, int64(o.Devices), "setting up devices")
@@ -248,12 +269,12 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 		}
 		// The devices made so far stay unless cleaned up: keep their tokens.
 		return errors.Join(err, outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }),
-			finish(f, fl, stderr))
+			finish(f, fl, outs, stderr))
 	}
 	fmt.Fprintf(stderr, "sluice-load: %d devices (%s) in %v\n", len(fl.Devices), fl.Mode, fl.SetupTime.Round(time.Millisecond))
 	if err := outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }); err != nil {
 		endWatch()
-		return errors.Join(err, finish(f, fl, stderr))
+		return errors.Join(err, finish(f, fl, outs, stderr))
 	}
 
 	rep, err := fl.Run(ctx)
@@ -262,10 +283,10 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 		fmt.Fprintln(stderr)
 	}
 	if err != nil {
-		return errors.Join(err, finish(f, fl, stderr))
+		return errors.Join(err, finish(f, fl, outs, stderr))
 	}
 	rep.WriteText(stdout)
-	errs := []error{outs.json.write(rep.WriteJSON), outs.html.write(rep.WriteHTML), finish(f, fl, stderr)}
+	errs := []error{outs.json.write(rep.WriteJSON), outs.html.write(rep.WriteHTML), finish(f, fl, outs, stderr)}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -276,12 +297,24 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 }
 
 // finish deletes the fleet's devices with -cleanup; without, it says which
-// devices the run leaves on the target, if it made any.
-func finish(f flags, fl *fleet.Fleet, stderr io.Writer) error {
+// devices the run leaves on the target, if it made any. After a cleanup that
+// deleted devices, -save-tokens is written again with only those left (none:
+// a comment line), so that it never lists the tokens of deleted devices.
+func finish(f flags, fl *fleet.Fleet, outs *outputs, stderr io.Writer) error {
 	if f.cleanup {
 		err := cleanup(fl, stderr)
 		if err != nil && fl.Made() {
 			err = fmt.Errorf("%w; devices named %s may be left: delete them", err, fl.Names)
+		}
+		if left := fl.Remaining(); len(left) < len(fl.Devices) {
+			werr := outs.tokens.write(func(w io.Writer) error {
+				if len(left) == 0 {
+					_, err := fmt.Fprintf(w, "# sluice-load: the %d devices of this run were deleted (-cleanup)\n", len(fl.Devices))
+					return err
+				}
+				return fleet.WriteTokens(w, left)
+			})
+			err = errors.Join(err, werr)
 		}
 		return err
 	}
@@ -300,70 +333,103 @@ func finish(f flags, fl *fleet.Fleet, stderr io.Writer) error {
 	return nil
 }
 
-// output is a file the run writes at its end, opened at its start.
+// output is a file the run writes at its end. Nothing is written to path
+// before then: each write goes to a new file in the same directory, renamed over
+// path once complete, so an existing file (a tokens file may be the only record
+// of devices still on the target) stays as it was until the run has its
+// replacement, and is never left empty or half written.
 type output struct {
-	path    string
-	f       *os.File // nil: not asked for, or written
-	created bool     // the run created it: removed when not written
+	path string // "": not asked for; a symbolic link is followed (the file it names is replaced)
+	mode os.FileMode
 }
 
 // outputs are the files of -save-tokens, -json and -html.
 type outputs struct{ tokens, json, html *output }
 
-// openOutputs opens (creates or truncates) the files f names, or fails before
-// anything else happened, opening none.
+// openOutputs checks that the files f names can be written, or fails before
+// anything else happened: it creates and removes a file in each one's
+// directory, and leaves the files themselves as they are.
 func openOutputs(f flags) (*outputs, error) {
 	outs := &outputs{}
 	for _, o := range []struct {
 		path string
 		to   **output
 	}{{f.saveTokens, &outs.tokens}, {f.jsonFile, &outs.json}, {f.htmlFile, &outs.html}} {
-		out := &output{path: o.path}
-		*o.to = out
-		if o.path == "" {
-			continue
-		}
-		_, statErr := os.Stat(o.path)
-		// Tokens files and reports are for the user only.
-		file, err := os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		out, err := checkOutput(o.path)
 		if err != nil {
-			outs.discard()
 			return nil, fmt.Errorf("cannot write %s: %w", o.path, err)
 		}
-		out.f, out.created = file, errors.Is(statErr, os.ErrNotExist)
+		*o.to = out
 	}
 	return outs, nil
 }
 
-// write writes the file with fn and closes it; nothing when it was not asked for.
+// checkOutput checks that path can be written by a rename in its directory.
+func checkOutput(path string) (*output, error) {
+	out := &output{path: path, mode: 0o600} // tokens files and reports are for the user only
+	if path == "" {
+		return out, nil
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		out.path = real // a link to the file: replace the file, not the link
+	}
+	st, err := os.Stat(out.path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return nil, errors.New("not a regular file")
+	case err == nil:
+		out.mode = st.Mode().Perm() // a file replaced keeps its permissions
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out.path), "."+filepath.Base(out.path)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	tmp.Close()
+	os.Remove(tmp.Name())
+	return out, nil
+}
+
+// write writes the file with fn: to a new file in its directory, then renamed
+// over it. Nothing when it was not asked for. It may be written again (the
+// tokens file is, after a cleanup).
 func (o *output) write(fn func(io.Writer) error) error {
-	if o.f == nil {
+	if o.path == "" {
 		return nil
 	}
-	f := o.f
-	o.f = nil
-	if err := fn(f); err != nil {
-		f.Close()
-		return fmt.Errorf("cannot write %s: %w", o.path, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := writeAtomic(o.path, o.mode, fn); err != nil {
 		return fmt.Errorf("cannot write %s: %w", o.path, err)
 	}
 	return nil
 }
 
-// discard closes the files not written, and removes those the run created.
-func (outs *outputs) discard() {
-	for _, o := range []*output{outs.tokens, outs.json, outs.html} {
-		if o == nil || o.f == nil {
-			continue
-		}
-		o.f.Close()
-		o.f = nil
-		if o.created {
-			os.Remove(o.path)
-		}
+// writeAtomic writes path with fn by way of a temporary file in its directory,
+// renamed over it once written and synced; on an error path is as it was.
+func writeAtomic(path string, mode os.FileMode, fn func(io.Writer) error) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
 	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err := fn(tmp); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // watch calls stop at the first signal of sigs and closes abort at the second,

@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/loadtest"
+	"github.com/sluice-iot/sluice/loadtest/fleet"
 )
 
 func TestParse(t *testing.T) {
@@ -60,8 +61,12 @@ func TestParse(t *testing.T) {
 	bad("-timeout -1s: negative", "-timeout", "-1s")
 	bad("-requests -5: negative", "-requests", "-5")
 	bad("-connections -1: negative", "-connections", "-1")
-	for _, rate := range []string{"NaN", "Inf", "-Inf", "-1"} {
+	for _, rate := range []string{"NaN", "Inf", "-Inf", "-1", "1e300", "10000001"} {
 		bad("-rate", "-rate", rate)
+	}
+	bad("want at most 10,000,000 requests per second", "-rate", "1e300")
+	if _, _, err := parse([]string{"-tokens", tokens, "-rate", "1e7"}, &bytes.Buffer{}); err != nil {
+		t.Fatalf("-rate 1e7 (the most): %v", err)
 	}
 	bad("needs a login", "-provision-key", "k", "-provision-secret", "s", "-cleanup")
 	// 0 where it has no meaning is refused, not taken for the default.
@@ -301,9 +306,11 @@ func TestRunSetupFails(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "status 400") || exitCode(err) != 1 {
 			t.Fatalf("error %v", err)
 		}
+		// With -cleanup the file is written again once the devices are deleted,
+		// without their tokens.
 		b, _ := os.ReadFile(saved)
-		if n := strings.Count(string(b), "\n"); n != 2 {
-			t.Fatalf("cleanup %v: %d tokens saved:\n%s", withCleanup, n, b)
+		if tokens, _ := fleet.ReadTokens(bytes.NewReader(b)); len(tokens) != map[bool]int{false: 2, true: 0}[withCleanup] {
+			t.Fatalf("cleanup %v: %d tokens saved:\n%s", withCleanup, len(tokens), b)
 		}
 		mu.Lock()
 		left := len(devices)
@@ -378,5 +385,169 @@ func TestRunSetupInterrupted(t *testing.T) {
 	if strings.Count(string(b), "\n") != 2 ||
 		!regexp.MustCompile(`left 2 devices named sluice-load-[0-9a-f]{6}-\* \(and up to 1 more`).MatchString(stderr.String()) {
 		t.Fatalf("saved:\n%s\nstderr:\n%s", b, stderr.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the test reads while run writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunKeepsOutputsOnFailure: existing -json, -html and -save-tokens files
+// are not emptied at start-up; a run that fails (a wrong password) leaves them
+// as they were, and one that goes through replaces them whole, with their
+// permissions, leaving no temporary file beside them. A link is followed.
+func TestRunKeepsOutputsOnFailure(t *testing.T) {
+	url := startServer(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/api/auth/login" {
+			ctx.SetStatusCode(401)
+			ctx.SetBodyString(`{"message":"Invalid username or password"}`)
+		}
+	})
+	dir := t.TempDir()
+	saved, jsonFile, htmlFile, tokens := filepath.Join(dir, "saved"), filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html"), filepath.Join(dir, "tokens")
+	old := map[string]string{saved: "OLD-TOKEN\n", jsonFile: `{"old":true}`, htmlFile: "<p>old</p>"}
+	for p, content := range old {
+		os.WriteFile(p, []byte(content), 0o640)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(jsonFile, link); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		for p, content := range old {
+			if b, err := os.ReadFile(p); err != nil || string(b) != content {
+				t.Fatalf("%s: %s holds %q, %v; want %q", when, p, b, err, content)
+			}
+		}
+	}
+	noTemp := func(when string) {
+		t.Helper()
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".tmp") {
+				t.Fatalf("%s: %s left", when, e.Name())
+			}
+		}
+	}
+	err := run([]string{"-url", url, "-user", "u", "-password", "wrong", "-devices", "2", "-quiet",
+		"-json", link, "-html", htmlFile, "-save-tokens", saved}, &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot log in") {
+		t.Fatalf("error %v", err)
+	}
+	unchanged("after a failed login")
+	noTemp("after a failed login")
+
+	os.WriteFile(tokens, []byte("A\nB\n"), 0o600)
+	err = run([]string{"-url", url, "-tokens", tokens, "-requests", "4", "-quiet", "-json", link, "-html", htmlFile, "-save-tokens", saved},
+		&bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(saved); string(b) != "A\nB\n" {
+		t.Fatalf("tokens saved: %q", b)
+	}
+	if b, _ := os.ReadFile(jsonFile); !bytes.Contains(b, []byte(`"requests": 4`)) {
+		t.Fatalf("JSON report through the link: %s", b)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v", err)
+	}
+	for p := range old {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o640 {
+			t.Fatalf("%s: mode %v, %v; want its own 0640", p, st.Mode(), err)
+		}
+	}
+	noTemp("after a run")
+}
+
+// TestRunCleanupRewritesTokens: after -cleanup, -save-tokens lists only the
+// devices it failed to delete.
+func TestRunCleanupRewritesTokens(t *testing.T) {
+	var mu sync.Mutex
+	creates := 0
+	token := map[string]string{} // id → access token
+	url := startServer(t, func(ctx *fasthttp.RequestCtx) {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx.SetContentType("application/json")
+		switch p := string(ctx.Path()); {
+		case p == "/api/auth/login":
+			ctx.SetBodyString(`{"token":"jwt"}`)
+		case p == "/api/device" && string(ctx.Method()) == "POST":
+			creates++
+			id := fmt.Sprintf("id-%d", creates)
+			token[id] = string(ctx.QueryArgs().Peek("accessToken"))
+			fmt.Fprintf(ctx, `{"id":{"id":%q}}`, id)
+		case p == "/api/device/id-2" && string(ctx.Method()) == "DELETE":
+			ctx.SetStatusCode(500) // this one stays
+		case strings.HasPrefix(p, "/api/device/") && string(ctx.Method()) == "DELETE":
+			delete(token, strings.TrimPrefix(p, "/api/device/"))
+		}
+	})
+	saved := filepath.Join(t.TempDir(), "saved")
+	err := run([]string{"-url", url, "-user", "u", "-password", "p", "-devices", "3", "-requests", "3", "-quiet",
+		"-save-tokens", saved, "-cleanup"}, &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "status 500") {
+		t.Fatalf("error %v", err)
+	}
+	b, _ := os.ReadFile(saved)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(token) != 1 || string(b) != token["id-2"]+"\n" {
+		t.Fatalf("devices left %v; tokens saved %q", token, b)
+	}
+}
+
+// TestRunFirstPollsWaitSaid: when the load has ended but the RPC pollers' first
+// polls are held, the command says that it waits for them and how to skip
+// that; skipped, the report says the polls were cut off.
+func TestRunFirstPollsWaitSaid(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/rpc") {
+			<-r.Context().Done() // held until the client goes
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tokens, []byte("A\nB\n"), 0o600)
+	sigs := make(chan os.Signal)
+	var stdout bytes.Buffer
+	stderr := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"-url", srv.URL, "-tokens", tokens, "-requests", "4", "-rpc-poll", "2", "-rpc-timeout", "1h", "-quiet"},
+			&stdout, stderr, sigs)
+	}()
+	for !strings.Contains(stderr.String(), "waiting up to") {
+		time.Sleep(time.Millisecond)
+	}
+	sigs <- os.Interrupt // the load has ended by itself: the first only stops it
+	sigs <- os.Interrupt // the second ends the wait
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute): // a guard against a hang, not a measure
+		t.Fatal("the run did not end after the second interrupt")
+	}
+	if !regexp.MustCompile(`waiting up to (3600|3599)s for the RPC pollers' first polls \(Ctrl-C twice to skip\)`).MatchString(stderr.String()) ||
+		!strings.Contains(stdout.String(), "rpc: 2 pollers, 0 polls") || !strings.Contains(stdout.String(), "first polls of 2 pollers were cut off") {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }

@@ -52,9 +52,15 @@ type apiError struct {
 	// even though this answer is a 4xx (a create retried after its device was
 	// made is refused as a duplicate).
 	afterUnsure bool
+	// refused: a 2xx answer whose body refuses the call (a provision answered
+	// {"status":"NOT_FOUND"} or FAILURE): body then holds that status and message.
+	refused bool
 }
 
 func (e *apiError) Error() string {
+	if e.refused {
+		return fmt.Sprintf("%s %s: refused: %s", e.method, e.path, strings.TrimSpace(e.body))
+	}
 	return fmt.Sprintf("%s %s: status %d: %s", e.method, e.path, e.status, strings.TrimSpace(e.body))
 }
 
@@ -284,15 +290,34 @@ func (c *client) createDevice(ctx context.Context, name, deviceType, token strin
 
 // provision provisions a device named name with a device profile's key and secret
 // and returns its access token.
+//
+// A 2xx answer whose status is not SUCCESS (NOT_FOUND for an unknown key or
+// secret, FAILURE for a refused device) says the device was not made: the error
+// is then an *apiError with refused set (notMade), unless an earlier attempt of
+// the call got a 503 (afterUnsure: it may have made the device, and the retry is
+// refused as a duplicate). A SUCCESS without credentials made a device whose
+// token is unknown: that error leaves it unsure.
 func (c *client) provision(ctx context.Context, name, key, secret string) (string, error) {
+	const path = "/api/v1/provision"
+	body := map[string]string{"deviceName": name, "provisionDeviceKey": key, "provisionDeviceSecret": secret}
 	var res struct{ CredentialsValue, CredentialsType, Status, ErrorMsg string }
-	err := c.do(ctx, http.MethodPost, "/api/v1/provision",
-		map[string]string{"deviceName": name, "provisionDeviceKey": key, "provisionDeviceSecret": secret}, &res)
+	// As do, with the answer's status checked inside the retries, so that a
+	// refusal after a 503 is marked afterUnsure like a 4xx would be.
+	err := c.retry(ctx, idempotent(http.MethodPost), func() error {
+		res.CredentialsValue, res.CredentialsType, res.Status, res.ErrorMsg = "", "", "", ""
+		if err := c.doOnce(ctx, http.MethodPost, path, body, &res); err != nil {
+			return err
+		}
+		if res.Status != "SUCCESS" {
+			return &apiError{method: http.MethodPost, path: path, status: http.StatusOK, body: strings.TrimSpace(res.Status + " " + res.ErrorMsg), refused: true}
+		}
+		return nil
+	})
 	if err != nil {
 		return "", fmt.Errorf("cannot provision device %s: %w", name, err)
 	}
-	if res.Status != "SUCCESS" || res.CredentialsValue == "" {
-		return "", fmt.Errorf("cannot provision device %s: %s %s", name, res.Status, res.ErrorMsg)
+	if res.CredentialsValue == "" {
+		return "", fmt.Errorf("cannot provision device %s: SUCCESS without credentials", name)
 	}
 	return res.CredentialsValue, nil
 }

@@ -285,6 +285,57 @@ func TestNotMade(t *testing.T) {
 	f(&apiError{status: 503}, false)
 	f(context.DeadlineExceeded, false)
 	f(errors.New("connection reset"), false)
+	f(fmt.Errorf("cannot provision: %w", &apiError{status: 200, refused: true}), true)
+	f(&apiError{status: 200, refused: true, afterUnsure: true}, false)
+	f(&apiError{status: 400, afterUnsure: true}, false)
+}
+
+// TestProvisionRefused: a provision answered 200 with a status other than
+// SUCCESS (NOT_FOUND: a wrong key; FAILURE) made no device: the setup fails
+// without counting it unsure, so cleanup does not look for it. After a 503 the
+// same refusal leaves it unsure (the first attempt may have made it).
+func TestProvisionRefused(t *testing.T) {
+	fastRetries(t)
+	for _, c := range []struct {
+		answers    []string // the n-th provision's answer; "503" for a 503
+		devices    int      // made
+		unsure     bool
+		wantStatus string
+	}{
+		{[]string{`{"status":"NOT_FOUND","errorMsg":"Provision data was not found!"}`}, 0, false, "NOT_FOUND"},
+		{[]string{"ok", "ok", `{"status":"FAILURE","errorMsg":"refused"}`}, 2, false, "FAILURE"},
+		{[]string{`{}`}, 0, false, "refused"},
+		{[]string{"503", `{"status":"FAILURE","errorMsg":"Device already exists"}`}, 0, true, "FAILURE"},
+	} {
+		var mu sync.Mutex
+		n := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/v1/provision" {
+				http.NotFound(w, r)
+				return
+			}
+			mu.Lock()
+			answer := "ok"
+			if n < len(c.answers) {
+				answer = c.answers[n]
+			}
+			n++
+			mu.Unlock()
+			switch answer {
+			case "503":
+				w.WriteHeader(http.StatusServiceUnavailable)
+			case "ok":
+				fmt.Fprintf(w, `{"status":"SUCCESS","credentialsType":"ACCESS_TOKEN","credentialsValue":"tok-%d"}`, n)
+			default:
+				fmt.Fprint(w, answer)
+			}
+		}))
+		f, err := New(context.Background(), Options{URL: srv.URL, ProvisionKey: "k", ProvisionSecret: "s", Devices: 4, SetupConcurrency: 1})
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), c.wantStatus) || f == nil || len(f.Devices) != c.devices || (f.Unsure() == 1) != c.unsure {
+			t.Fatalf("%q: error %v, fleet %+v", c.answers, err, f)
+		}
+	}
 }
 
 // fastRetries makes the retries of the test wait 1 ms (without Retry-After).

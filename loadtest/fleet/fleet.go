@@ -70,8 +70,14 @@ type Options struct {
 	OnSample func(loadtest.Sample)
 	// Abort, when closed after Run's ctx ended, ends Run's wait for the requests in
 	// flight and for the RPC pollers' first polls: a second Ctrl-C. Run then
-	// reports at once, without those (report.Summary.Aborted).
+	// reports at once, without those (report.Summary.Aborted, and
+	// report.RPC.FirstPollsCut).
 	Abort <-chan struct{}
+	// OnFirstPollsWait, when set, is called when the load has ended but Run still
+	// waits for the first polls of pending RPC pollers, for up to left (the rest
+	// of the poll timeout; the server should answer by then). Only Abort ends
+	// that wait early.
+	OnFirstPollsWait func(pending int, left time.Duration)
 }
 
 func (o *Options) normalize() error {
@@ -87,6 +93,9 @@ func (o *Options) normalize() error {
 	}
 	if math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
 		return fmt.Errorf("rate %v is not a number of requests per second", o.Rate)
+	}
+	if o.Rate > loadtest.MaxRate {
+		return fmt.Errorf("rate %g is above the most the load generator schedules, %d requests per second", o.Rate, loadtest.MaxRate)
 	}
 	if len(o.Tokens) == 0 && o.Devices == 0 {
 		return errors.New("no devices: give a tokens file, or a number of devices to create or provision")
@@ -157,6 +166,7 @@ func (f *Fleet) Run(ctx context.Context) (*report.Report, error) {
 		for i := range tokens {
 			tokens[i] = f.Devices[i].Token
 		}
+		rpc.start(len(tokens))
 		wg.Go(func() { rpc.run(pollCtx, firstCtx, tokens) })
 	}
 
@@ -170,6 +180,11 @@ func (f *Fleet) Run(ctx context.Context) (*report.Report, error) {
 	}
 	res, err := loadtest.Run(cfg)
 	stopPolls()
+	if rpc != nil && o.OnFirstPollsWait != nil && firstCtx.Err() == nil {
+		if pending, left := rpc.firstPolls(time.Now()); pending > 0 {
+			o.OnFirstPollsWait(pending, left)
+		}
+	}
 	wg.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start the load: %w", err)

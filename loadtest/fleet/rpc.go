@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-iot/sluice/loadtest"
@@ -18,27 +19,49 @@ import (
 // RPC requests, one poll at a time each, and reply {"status":"ok"} to what they get.
 // The route may not exist on a server: its answers are counted by status like any
 // other, and a device waits before polling again after anything but an RPC or a
-// poll timeout, so a missing route costs little.
+// poll timeout (408), so a missing route, or a server that answers every poll
+// at once, costs little.
 type rpcPollers struct {
 	client  *client
 	timeout time.Duration
+	// sleep waits d or until ctx ends (nil: a timer); the tests replace it.
+	sleep func(ctx context.Context, d time.Duration)
+
+	started      time.Time    // when the first polls were sent
+	firstPending atomic.Int64 // pollers whose first poll (and its reply) has not ended
 
 	mu    sync.Mutex
 	stats report.RPC
 }
 
-// backoff is how long a poller waits after a failed poll.
+// backoff is how long a poller waits after a poll answered otherwise than with
+// an RPC or a 408 (or not at all), unless the poll itself took long (slowPoll).
 const backoff = time.Second
 
 // run polls as the devices of tokens until ctx ends; first bounds their first
 // polls instead (see poll).
 func (p *rpcPollers) run(ctx, first context.Context, tokens []string) {
+	p.mu.Lock()
 	p.stats.Pollers = len(tokens)
+	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, token := range tokens {
 		wg.Go(func() { p.poll(ctx, first, token) })
 	}
 	wg.Wait()
+}
+
+// start notes that n pollers are about to send their first polls; before run.
+func (p *rpcPollers) start(n int) {
+	p.started = time.Now()
+	p.firstPending.Store(int64(n))
+}
+
+// firstPolls is how many pollers' first polls have not ended yet, and how long
+// they may still take: until the poll timeout after they were sent (when the
+// server keeps to it; the client's own bound is 10 s later).
+func (p *rpcPollers) firstPolls(now time.Time) (pending int, left time.Duration) {
+	return int(p.firstPending.Load()), max(p.started.Add(p.timeout).Sub(now), 0)
 }
 
 // poll polls as one device until ctx ends. The first poll, and the reply to what
@@ -52,23 +75,35 @@ func (p *rpcPollers) poll(ctx, firstCtx context.Context, token string) {
 		if first {
 			callCtx = firstCtx
 		}
+		sent := time.Now()
 		status, body, err := p.get(callCtx, path+query)
+		took := time.Since(sent)
 		if callCtx.Err() != nil {
+			if first { // cut short by an Abort: the report says so
+				p.mu.Lock()
+				p.stats.FirstPollsCut++
+				p.mu.Unlock()
+				p.firstPending.Add(-1)
+			}
 			return // a poll cut short by the end of the run is not counted
 		}
-		wait := p.count(status, err, body)
-		if id, ok := rpcID(status, body); ok {
-			status, _, err = p.post(callCtx, path+"/"+strconv.FormatInt(id, 10), `{"status":"ok"}`)
+		p.count(status, err, body)
+		id, delivered := rpcID(status, body)
+		if delivered {
+			rstatus, _, rerr := p.post(callCtx, path+"/"+strconv.FormatInt(id, 10), `{"status":"ok"}`)
 			if callCtx.Err() != nil {
+				if first {
+					p.firstPending.Add(-1)
+				}
 				return
 			}
-			p.countReply(status, err)
+			p.countReply(rstatus, rerr)
 		}
-		if wait {
-			select {
-			case <-ctx.Done():
-			case <-time.After(min(backoff, p.timeout)):
-			}
+		if first {
+			p.firstPending.Add(-1)
+		}
+		if p.mustWait(status, err, delivered, took) {
+			p.wait(ctx, min(backoff, p.timeout))
 		}
 		if ctx.Err() != nil {
 			return
@@ -76,13 +111,42 @@ func (p *rpcPollers) poll(ctx, firstCtx context.Context, token string) {
 	}
 }
 
-// count records one poll and reports whether the device should wait before the next.
-func (p *rpcPollers) count(status int, err error, body []byte) (wait bool) {
+// mustWait tells whether a device waits (backoff) before its next poll after
+// one that ended with status or err and took took. It polls again at once only
+// after an RPC (it replied to it) or a 408 (the poll's timeout ran out: the
+// server held it), or after a poll that itself took half the timeout or more.
+// Anything else waits, a 200 without an RPC too: answered at once, it would
+// otherwise have the device poll as fast as the server answers.
+func (p *rpcPollers) mustWait(status int, err error, delivered bool, took time.Duration) bool {
+	switch {
+	case err == nil && (delivered || status == http.StatusRequestTimeout):
+		return false
+	case took >= p.timeout/2: // the poll was held: it does not flood the target
+		return false
+	}
+	return true
+}
+
+func (p *rpcPollers) wait(ctx context.Context, d time.Duration) {
+	if p.sleep != nil {
+		p.sleep(ctx, d)
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// count records one poll.
+func (p *rpcPollers) count(status int, err error, body []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
 		p.transport(err)
-		return true
+		return
 	}
 	p.stats.Polls++
 	p.status(status)
@@ -94,9 +158,7 @@ func (p *rpcPollers) count(status int, err error, body []byte) (wait bool) {
 		p.stats.Empty++
 	default:
 		p.stats.Failed++
-		return true
 	}
-	return false
 }
 
 func (p *rpcPollers) countReply(status int, err error) {

@@ -54,6 +54,8 @@ type Fleet struct {
 	// proxy may send after the server made it): they may exist, so Cleanup looks
 	// them up by name.
 	unsure []Device
+	// deleted[i] is set once Cleanup deleted Devices[i] (or found it gone).
+	deleted []bool
 }
 
 // New obtains the fleet opts describes: the Tokens given, or Devices devices
@@ -183,6 +185,19 @@ func (f *Fleet) make(ctx context.Context, one func(context.Context, *Device) err
 // that leaves it unknown whether they were made (Cleanup looks them up by name).
 func (f *Fleet) Unsure() int { return len(f.unsure) }
 
+// Remaining is the fleet's devices that Cleanup has not deleted: all of them
+// before it ran, and of a fleet from tokens; after it, those it failed to delete
+// or did not get to (interrupted).
+func (f *Fleet) Remaining() []Device {
+	var left []Device
+	for i, d := range f.Devices {
+		if i >= len(f.deleted) || !f.deleted[i] {
+			left = append(left, d)
+		}
+	}
+	return left
+}
+
 // Made reports whether the fleet made its devices (create or provision), so
 // that they stay on the target unless Cleanup deletes them.
 func (f *Fleet) Made() bool { return f.Mode == ModeCreate || f.Mode == ModeProvision }
@@ -203,6 +218,9 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	all := len(f.Devices) + len(f.unsure)
+	if len(f.deleted) != len(f.Devices) {
+		f.deleted = make([]bool, len(f.Devices))
+	}
 	for range min(f.opts.SetupConcurrency, all) {
 		wg.Go(func() {
 			for {
@@ -219,6 +237,9 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 				if isNotFound(err) {
 					err = nil
 				}
+				if err == nil && i < len(f.Devices) {
+					f.deleted[i] = true // each index is one goroutine's
+				}
 				mu.Lock()
 				if err != nil && len(errs) < 10 {
 					errs = append(errs, err)
@@ -232,13 +253,14 @@ func (f *Fleet) Cleanup(ctx context.Context) error {
 }
 
 // notMade tells whether the failure of a create or provision says the device was
-// not made: only a 4xx answer does, unless it came to a retry after a 503 (the
-// first attempt may have made the device: the retry is then a duplicate). No
-// answer, a cancelled wait, or a 5xx (a proxy's 502 or 504 may come after the
-// server made the device) leaves it unknown.
+// not made: only a 4xx answer does, or a provision answered 2xx with a status
+// other than SUCCESS (NOT_FOUND, FAILURE), unless either came to a retry after a
+// 503 (the first attempt may have made the device: the retry is then a
+// duplicate). No answer, a cancelled wait, or a 5xx (a proxy's 502 or 504 may
+// come after the server made the device) leaves it unknown.
 func notMade(err error) bool {
 	var ae *apiError
-	return errors.As(err, &ae) && ae.status >= 400 && ae.status < 500 && !ae.afterUnsure
+	return errors.As(err, &ae) && (ae.refused || ae.status >= 400 && ae.status < 500) && !ae.afterUnsure
 }
 
 // isNotFound tells an API answer of 404.

@@ -121,6 +121,7 @@ func TestOptionErrors(t *testing.T) {
 	f(Options{URL: "http://x", Devices: 1, Requests: -1}, "negative duration")
 	f(Options{URL: "http://x", Devices: 1, Rate: math.NaN()}, "not a number")
 	f(Options{URL: "http://x", Devices: 1, Rate: math.Inf(1)}, "not a number")
+	f(Options{URL: "http://x", Devices: 1, Rate: 1e300}, "above the most")
 
 	o := Options{URL: "http://x", Tokens: []string{"a"}}
 	if err := o.normalize(); err != nil || o.Profile != loadtest.ProfileSingle || o.Connections != 16 || o.BatchSize != 10 {

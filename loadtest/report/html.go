@@ -70,8 +70,9 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"row": func(name, from string, l Latency, class string) latencyRow {
 		return latencyRow{Name: name + from, Class: class, L: l}
 	},
-	"deref":    func(l *Latency) Latency { return *l },
-	"kindKeys": sortedKeys[Kind],
+	"deref":     func(l *Latency) Latency { return *l },
+	"showDrain": Summary.showDrain,
+	"kindKeys":  sortedKeys[Kind],
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -101,7 +102,7 @@ Profile <b>{{.Config.Profile}}</b>{{if .Config.BatchSize}} ({{.Config.BatchSize}
 <tr>{{if .Config.Rate}}<th>missed</th><td class="n{{if .Summary.Missed}} bad{{end}}">{{int .Summary.Missed}}</td>{{else}}<td></td><td></td>{{end}}<th>elapsed</th><td class="n">{{printf "%.1f" .Summary.ElapsedSeconds}} s</td></tr>
 </table>
 {{if .Config.Rate}}<p class="muted">Missed: due but never sent, every connection was busy.</p>{{end}}
-<p class="muted">Rates are over the elapsed time of the measured run.{{if and .Summary.DrainSeconds (not .Summary.Aborted)}} The answers to the requests in flight at its end came in over {{printf "%.1f" .Summary.DrainSeconds}} s more; they count in the totals and in the last interval of the charts.{{end}}</p>
+<p class="muted">Rates are over the elapsed time of the measured run.{{if showDrain .Summary}} The answers to the requests in flight at its end came in over {{printf "%.1f" .Summary.DrainSeconds}} s more; they count in the totals and in the last interval of the charts.{{end}}</p>
 {{if .Summary.Aborted}}<p class="bad">Interrupted: the requests still in flight were not waited for and are not counted.</p>{{end}}
 
 <h2>Latency</h2>
@@ -135,6 +136,7 @@ Profile <b>{{.Config.Profile}}</b>{{if .Config.BatchSize}} ({{.Config.BatchSize}
 <tr><th>RPCs delivered</th><td class="n">{{int .Delivered}}</td><th>replies ok</th><td class="n">{{int .Replies}}</td></tr>
 <tr><th>empty (timed out)</th><td class="n">{{int .Empty}}</td><th>failed</th><td class="n{{if .Failed}} bad{{end}}">{{int .Failed}}</td></tr>
 </table>
+{{if .FirstPollsCut}}<p class="bad">Interrupted: the first polls of {{.FirstPollsCut}} pollers were cut off and are not counted.</p>{{end}}
 <table><tr><th>status</th><th>answers</th></tr>
 {{range $s := keys .Status}}<tr><td>{{$s}}</td><td class="n">{{int (index $.RPC.Status $s)}}</td></tr>{{end}}
 {{range $s := keys .TransportErrors}}<tr><td class="bad">no answer: {{$s}}</td><td class="n">{{int (index $.RPC.TransportErrors $s)}}</td></tr>{{end}}

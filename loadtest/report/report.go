@@ -126,6 +126,10 @@ type RPC struct {
 	Failed          int64            `json:"failed"` // any other status, or no answer
 	Status          map[string]int64 `json:"status"` // polls and replies by status
 	TransportErrors map[string]int64 `json:"transportErrors"`
+	// FirstPollsCut is how many pollers' first polls a second interruption cut
+	// short (Summary.Aborted): those polls are in no count, so a report of N
+	// pollers and 0 polls says why.
+	FirstPollsCut int `json:"firstPollsCut,omitempty"`
 }
 
 // Point is one interval of the timeline. The last one also holds the answers

@@ -304,6 +304,51 @@ func TestHTMLAborted(t *testing.T) {
 	}
 }
 
+// TestDrainThreshold: a wait for the answers in flight below 0.05 s is
+// mentioned neither in the terminal summary nor in the page (it read "came in
+// over 0.0 s more" there).
+func TestDrainThreshold(t *testing.T) {
+	for _, c := range []struct {
+		drain float64
+		want  bool
+	}{{0, false}, {0.001, false}, {0.049, false}, {0.05, true}, {0.4, true}} {
+		r := sample(t)
+		r.Summary.DrainSeconds = c.drain
+		var page, text bytes.Buffer
+		r.WriteHTML(&page)
+		r.WriteText(&text)
+		if strings.Contains(page.String(), "came in over") != c.want || strings.Contains(text.String(), "for answers in flight") != c.want {
+			t.Fatalf("drain %v s: page and summary mention it: %v, %v; want %v", c.drain,
+				strings.Contains(page.String(), "came in over"), strings.Contains(text.String(), "for answers in flight"), c.want)
+		}
+	}
+}
+
+// TestRPCFirstPollsCut: when a second interruption cut the pollers' first polls
+// short, the summary, the page and the JSON say so instead of a bare "0 polls".
+func TestRPCFirstPollsCut(t *testing.T) {
+	r := sample(t)
+	var page, text, doc bytes.Buffer
+	r.WriteHTML(&page)
+	r.WriteText(&text)
+	r.WriteJSON(&doc)
+	if strings.Contains(page.String(), "cut off") || strings.Contains(text.String(), "cut off") || strings.Contains(doc.String(), "firstPollsCut") {
+		t.Fatal("a note of cut polls without any")
+	}
+	r.RPC = &RPC{Pollers: 3, FirstPollsCut: 3, Status: map[string]int64{}, TransportErrors: map[string]int64{}}
+	page.Reset()
+	text.Reset()
+	doc.Reset()
+	r.WriteHTML(&page)
+	r.WriteText(&text)
+	r.WriteJSON(&doc)
+	if !strings.Contains(text.String(), "rpc: 3 pollers, 0 polls") ||
+		!strings.Contains(text.String(), "the first polls of 3 pollers were cut off and are not counted") ||
+		!strings.Contains(page.String(), "the first polls of 3 pollers were cut off") || !strings.Contains(doc.String(), `"firstPollsCut": 3`) {
+		t.Fatalf("summary:\n%s\nJSON:\n%s", text.String(), doc.String())
+	}
+}
+
 func TestRate(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 0.5: "0.5", 0.123456: "0.123", 2.345: "2.35", 9.9: "9.9", 9.9996: "10",
 		10: "10", 12.6: "13", 1234.5: "1,234", 0.0001234: "0.000123", 1e-9: "0"} {

@@ -12,7 +12,7 @@ import (
 func (r *Report) WriteText(w io.Writer) {
 	s := r.Summary
 	drain := ""
-	if s.DrainSeconds >= 0.05 && !s.Aborted { // aborted: the answers in flight were not waited for
+	if s.showDrain() {
 		drain = fmt.Sprintf(" (+%.1fs for answers in flight)", s.DrainSeconds)
 	}
 	fmt.Fprintf(w, "%s requests in %.1fs%s to %s: %s req/s (%s 2xx/s), %s points/s\n",
@@ -77,8 +77,16 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, ", no answer %s", counts(c.TransportErrors))
 		}
 		fmt.Fprintln(w)
+		if c.FirstPollsCut > 0 {
+			fmt.Fprintf(w, "  rpc: interrupted: the first polls of %d pollers were cut off and are not counted\n", c.FirstPollsCut)
+		}
 	}
 }
+
+// showDrain tells whether the wait for the answers in flight is worth a
+// mention: not below 0.05 s (it would read 0.0 s), nor when a second
+// interruption ended it (those answers were not waited for).
+func (s Summary) showDrain() bool { return s.DrainSeconds >= 0.05 && !s.Aborted }
 
 // String is the percentiles on one line.
 func (l Latency) String() string {
