@@ -213,7 +213,7 @@ func TestRPCPollDeviceGoneBeforeSubscribe(t *testing.T) {
 	}
 	res := make(chan pollResult, 1)
 	go func() {
-		body, ok, err := te.WaitRPC(ctx, dev, time.Hour)
+		body, ok, err := te.WaitRPC(ctx, dev, "", time.Hour)
 		res <- pollResult{body, ok, err}
 	}()
 	if r := awaitPoll(t, res, "deleted first"); !errors.Is(r.err, ErrDeviceDeleted) || r.ok {

@@ -568,12 +568,12 @@ func (e *Engine) deleteRPC(ctx context.Context, r *rpcRecord) error {
 // WaitRPC is the device's RPC poll (compat §1.5): it answers the device's oldest
 // pending RPC at once, or waits up to timeout for one to be queued on any node.
 // The body is {"id":n,"method":"…","params":…} and ok is true; ok is false when
-// timeout passed first, or when the device's credentials changed (the token the
-// poll came with may be revoked). A deletion of the device is ErrDeviceDeleted; ctx ending
+// timeout passed first, or when the device's credentials changed (token, the one
+// the poll came with, may be revoked). A deletion of the device is ErrDeviceDeleted; ctx ending
 // is ctx.Err(); a client gone (WithClient) before an RPC is taken is
 // ErrClientGone; a poll past a long-poll cap is a *LimitError at once (see
 // admitPoll). The wait holds notifier subscriptions only, no storage connection.
-func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.Duration) (body []byte, ok bool, err error) {
+func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, token string, timeout time.Duration) (body []byte, ok bool, err error) {
 	release, err := e.admitPoll(deviceID)
 	if err != nil {
 		return nil, false, err
@@ -600,13 +600,15 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, timeout time.D
 		if !clientThere(ctx) {
 			return nil, false, ErrClientGone
 		}
-		// A device deleted since the caller checked its token and before the
-		// subscription above, or in a resync's gap, would not be heard of
-		// again: its credentials go first in a deletion.
+		// A device deleted, or given new credentials, since the caller checked
+		// its token and before the subscriptions above, or in a resync's gap,
+		// would not be heard of again: its poll would hand the next RPC to a
+		// revoked token. A token cache hit costs no storage read.
 		if look {
-			if _, err := e.credentialsOf(store, deviceID); errors.Is(err, storage.ErrNotFound) {
-				return nil, false, ErrDeviceDeleted
-			} else if err != nil {
+			switch err := e.pollerCurrent(store, deviceID, token); {
+			case err == errSessionClosed:
+				return nil, false, nil // 408, as for a change heard of
+			case err != nil:
 				return nil, false, err
 			}
 		}

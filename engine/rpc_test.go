@@ -55,7 +55,7 @@ func (te *testEngine) startCall(p *Principal, dev uuid.UUID, oneway bool, req *R
 // pollRPC waits for the device's next RPC and returns its id, method and params.
 func (te *testEngine) pollRPC(t *testing.T, dev uuid.UUID) (id int64, method, params string) {
 	t.Helper()
-	body, ok, err := te.WaitRPC(context.Background(), dev, 10*time.Second)
+	body, ok, err := te.WaitRPC(context.Background(), dev, te.tokenOf(t, dev), 10*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("poll: ok=%v err=%v", ok, err)
 	}
@@ -112,7 +112,7 @@ func TestRPCOutcomes(t *testing.T) {
 		t.Fatalf("not answered: %+v %v", r.res, r.err)
 	}
 	// Lightweight RPCs are gone once answered: nothing is left to deliver.
-	if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+	if body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok || err != nil {
 		t.Fatalf("left over: %s %v", body, err)
 	}
 
@@ -206,7 +206,7 @@ func TestRPCConcurrentIDs(t *testing.T) {
 	if len(slices.Compact(ids)) != n {
 		t.Fatalf("ids %v: not %d distinct", ids, n)
 	}
-	if body, ok, _ := ta.WaitRPC(context.Background(), dev, time.Millisecond); ok {
+	if body, ok, _ := ta.WaitRPC(context.Background(), dev, ta.tokenOf(t, dev), time.Millisecond); ok {
 		t.Fatalf("delivered twice: %s", body)
 	}
 }
@@ -273,7 +273,7 @@ func TestPersistentRPC(t *testing.T) {
 	status(oneway, RPCDelivered, "null")
 	te.ReplyRPC(ctx, dev, reqID, []byte(`{}`))
 	status(delivered, RPCExpired, "null")
-	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
+	if body, ok, _ := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok {
 		t.Fatalf("expired RPC delivered: %s", body)
 	}
 	status(queued, RPCExpired, "null") // as the poll wrote it, moving it out of the queue
@@ -330,7 +330,7 @@ func TestRPCPollWakesAndEnds(t *testing.T) {
 	polled := make(chan pollResult, 1)
 	before := te.OpenPolls()
 	go func() {
-		body, ok, err := te.WaitRPC(ctx, dev, time.Minute)
+		body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Minute)
 		polled <- pollResult{body, ok, err}
 	}()
 	for te.OpenPolls() == before {
@@ -343,12 +343,12 @@ func TestRPCPollWakesAndEnds(t *testing.T) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, err := te.WaitRPC(cctx, dev, time.Minute); !errors.Is(err, context.Canceled) {
+	if _, _, err := te.WaitRPC(cctx, dev, te.tokenOf(t, dev), time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled poll: %v", err)
 	}
 
 	go func() {
-		body, ok, err := te.WaitRPC(ctx, dev, time.Minute)
+		body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Minute)
 		polled <- pollResult{body, ok, err}
 	}()
 	for te.OpenPolls() == before {
@@ -438,7 +438,7 @@ func TestPersistentRPCTTL(t *testing.T) {
 	if _, err := te.GetPersistentRPC(ctx, admin, delivered); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("an RPC 3 days old with rpcTtlDays 2: %v", err)
 	}
-	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); !ok || !strings.Contains(string(body), "young") {
+	if body, ok, _ := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); !ok || !strings.Contains(string(body), "young") {
 		t.Fatalf("poll: %s %v, want the young RPC (the old queued one is gone)", body, ok)
 	}
 	if n := count(); n != 1 {
@@ -485,7 +485,7 @@ func TestRPCWritesOverWhatTheyRead(t *testing.T) {
 
 	id := send()
 	overtake(func() { wantCode(t, te.DeletePersistentRPC(ctx, admin, id), 0) })
-	if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+	if body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok || err != nil {
 		t.Fatalf("an RPC deleted while a poll took it was delivered: %s %v", body, err)
 	}
 	gone(id)
@@ -507,11 +507,11 @@ func TestRPCWritesOverWhatTheyRead(t *testing.T) {
 	if ok, err := te.claimRPC(ctx, r); !ok || err != nil {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
+	if body, ok, _ := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok {
 		t.Fatalf("delivered past a fresh claim: %s", body)
 	}
 	clock.advance(rpcClaimStale)
-	if _, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); !ok {
+	if _, ok, _ := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); !ok {
 		t.Fatal("an RPC behind a stale claim was not delivered")
 	}
 	got, err := te.GetPersistentRPC(ctx, admin, id)
@@ -544,7 +544,7 @@ func TestRPCWaitsResync(t *testing.T) {
 
 	polled := make(chan pollResult, 1)
 	go func() {
-		body, ok, err := te.WaitRPC(ctx, dev, time.Minute)
+		body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Minute)
 		polled <- pollResult{body, ok, err}
 	}()
 	for te.OpenPolls() == 0 {
@@ -641,14 +641,14 @@ func TestRPCPollReadsPendingOnly(t *testing.T) {
 	read := te.countRPCListing()
 	// The first poll moves the expired queued RPCs out of the queue; the others
 	// left it when they were delivered.
-	if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+	if body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok || err != nil {
 		t.Fatalf("poll: %s %v", body, err)
 	}
 	if got := read(); got != n/4 {
 		t.Fatalf("the first poll read %d RPC records, want the %d expired queued ones", got, n/4)
 	}
 	for range 3 {
-		if body, ok, err := te.WaitRPC(ctx, dev, time.Millisecond); ok || err != nil {
+		if body, ok, err := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok || err != nil {
 			t.Fatalf("poll: %s %v", body, err)
 		}
 	}
@@ -735,7 +735,7 @@ func TestRPCStoredByEarlierVersion(t *testing.T) {
 	}
 	for i, want := range []int64{5 + more, more, more - maxRetirePerPoll, 0} {
 		if i > 0 {
-			if body, ok, _ := te.WaitRPC(ctx, dev, time.Millisecond); ok {
+			if body, ok, _ := te.WaitRPC(ctx, dev, te.tokenOf(t, dev), time.Millisecond); ok {
 				t.Fatalf("delivered again: %s", body)
 			}
 		}
@@ -882,5 +882,27 @@ func TestPersistentRPCSortAndShape(t *testing.T) {
 	}
 	if _, ok := shape.Request["additionalInfo"]; ok || string(shape.AdditionalInfo) != `{"note":1}` {
 		t.Fatalf("RPC JSON %s: additionalInfo belongs to the RPC only", b)
+	}
+}
+
+// TestRPCPollOldToken: a poll with a token replaced after the caller checked
+// it and before the poll subscribed ends as a timeout at once and never takes
+// an RPC: one queued for the device waits for the new token's poll.
+func TestRPCPollOldToken(t *testing.T) {
+	te := newTestEngine(t)
+	ctx, admin := context.Background(), te.tenantAdmin(t)
+	dev := te.demo.DemoDeviceID
+	old := te.tokenOf(t, dev)
+	if err := te.newToken(ctx, admin, dev, "ROTATED_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.CallRPC(ctx, admin, dev, true, &RPCRequest{Method: "secret", Persistent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if body, ok, err := te.WaitRPC(ctx, dev, old, time.Hour); ok || err != nil {
+		t.Fatalf("poll with the old token: %s ok=%v err=%v", body, ok, err)
+	}
+	if _, method, _ := te.pollRPC(t, dev); method != "secret" {
+		t.Fatalf("the new token's poll got %q", method)
 	}
 }

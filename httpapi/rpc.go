@@ -47,7 +47,7 @@ func (s *Server) getRPCRequest(ctx *fasthttp.RequestCtx) {
 	}
 	wctx, stop := s.untilHangup(ctx)
 	defer stop()
-	body, ok, err := s.eng.WaitRPC(wctx, dev.UUID(), timeout)
+	body, ok, err := s.eng.WaitRPC(wctx, dev.UUID(), pathParam(ctx, "token"), timeout)
 	s.answerPoll(ctx, body, ok, hungUp(wctx, err))
 }
 
