@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -18,27 +19,36 @@ import (
 // the background: at about 2 ms a device, a profile of 100,000 devices would
 // hold its request for minutes, past any client's timeout.
 //
-// A background rollout is recorded before the request answers (a record of
-// kindOtaRollout per profile, owned by the system): a node stopped or killed
-// before it finished leaves the record, and the next node to start runs it
-// again (ResumeRollouts). applyOta writes a device only its current package,
-// so a rollout run twice, or overtaken by a later save of the profile or the
-// device, ends on what is stored.
+// Every rollout is recorded before the profile is written (a record of
+// kindOtaRollout per profile, owned by the system) and its record deleted
+// once every device has the package: a node stopped or killed in between
+// leaves the record, and the next node to start runs it again
+// (ResumeRollouts). A background rollout that fails on some devices tries
+// again a few times before it leaves them to that. applyOta writes a device
+// only its current package, so a rollout run twice (by two nodes starting),
+// overtaken by a later save of the profile or the device, or recorded for a
+// save that then failed, ends on what is stored.
 
 const kindOtaRollout = "otaRollout"
 
 // rolloutInline is the most devices a profile save updates within its
-// request. A variable for tests.
-var rolloutInline = 200
+// request; rolloutTries and rolloutRetry bound a background rollout's tries.
+// Variables for tests.
+var (
+	rolloutInline = 200
+	rolloutTries  = 5
+	rolloutRetry  = 30 * time.Second
+)
 
-// otaRollout is the record of a background rollout.
+// otaRollout is the record of a rollout.
 type otaRollout struct {
 	ProfileID uuid.UUID `json:"profileId"`
 	TenantID  uuid.UUID `json:"tenantId"`
 	// Types are OtaFirmware and/or OtaSoftware: what changed.
 	Types []string `json:"types"`
-	// Started (Unix ms) tells this rollout's record from a later one's.
-	Started int64 `json:"started"`
+	// Run tells this rollout's record from a later save's.
+	Run     string `json:"run"`
+	Started int64  `json:"started"` // Unix ms
 }
 
 // rollouts tracks this node's background rollouts, for Close.
@@ -50,35 +60,51 @@ type rollouts struct {
 	closed bool
 }
 
-// otaProfileSaved updates every device of a profile that has no package of its
-// own, after the profile's firmwareId or softwareId changed (old: the previous
-// version, nil for a new profile, which has no devices yet): within the
-// request for up to rolloutInline devices, else in the background.
-func (e *Engine) otaProfileSaved(ctx context.Context, old, dp *DeviceProfile) error {
-	if old == nil {
-		return nil
-	}
+// otaChanges lists the package types whose package differs between the
+// stored profile old and dp, about to replace it.
+func otaChanges(old, dp *DeviceProfile) []string {
 	var types []string
 	for _, typ := range []string{OtaFirmware, OtaSoftware} {
 		if otaIDOf(typ, dp.FirmwareID, dp.SoftwareID) != otaIDOf(typ, old.FirmwareID, old.SoftwareID) {
 			types = append(types, typ)
 		}
 	}
+	return types
+}
+
+// recordRollout records the rollout of types of dp before dp is written; nil
+// when nothing changes.
+func (e *Engine) recordRollout(ctx context.Context, dp *DeviceProfile, types []string) (*otaRollout, error) {
 	if len(types) == 0 {
+		return nil, nil
+	}
+	r := &otaRollout{ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: types,
+		Run: newID().String(), Started: e.now().UnixMilli()}
+	if err := e.putRecord(ctx, kindOtaRollout, dp.ID.ID, uuid.Nil, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// otaProfileSaved runs rollout r (nil: nothing to do) of the saved profile dp
+// over the devices that follow it: within the request for up to
+// rolloutInline devices, else in the background.
+func (e *Engine) otaProfileSaved(ctx context.Context, r *otaRollout, dp *DeviceProfile) error {
+	if r == nil {
 		return nil
 	}
-	devices, err := e.profileFollowers(ctx, dp, types)
+	devices, err := e.profileFollowers(ctx, dp, r.Types)
 	if err != nil {
 		return err
 	}
-	if len(devices) <= rolloutInline {
-		return e.rollOut(ctx, dp, types, devices)
+	if len(devices) > rolloutInline {
+		e.rolloutLater(r, dp, devices)
+		return nil
 	}
-	r := &otaRollout{ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: types, Started: e.now().UnixMilli()}
-	if err := e.putRecord(ctx, kindOtaRollout, dp.ID.ID, uuid.Nil, r); err != nil {
-		return err
+	if err := e.rollOut(ctx, dp, r.Types, devices, false); err != nil {
+		return err // the record stays: the next start finishes it
 	}
-	e.rolloutLater(r, dp, devices)
+	e.finishRollout(ctx, r)
 	return nil
 }
 
@@ -105,24 +131,40 @@ func (e *Engine) profileFollowers(ctx context.Context, dp *DeviceProfile, types 
 }
 
 // rollOut gives each of devices dp's package of each of types it follows.
-func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device) error {
+// It stops at the first failure, or with keepGoing tries every device and
+// reports how many failed.
+func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device, keepGoing bool) error {
+	failed := 0
+	var first error
 	for _, typ := range types {
 		id := otaIDOf(typ, dp.FirmwareID, dp.SoftwareID)
 		for _, d := range devices {
 			if otaIDOf(typ, d.FirmwareID, d.SoftwareID) != uuid.Nil {
 				continue
 			}
-			if err := e.applyOta(ctx, d, typ, id); err != nil {
-				return fmt.Errorf("cannot update the %s of device %s: %w", otaPrefixName(typ), d.ID.ID, err)
+			err := e.applyOta(ctx, d, typ, id)
+			if err == nil {
+				continue
+			}
+			err = fmt.Errorf("cannot update the %s of device %s: %w", otaPrefixName(typ), d.ID.ID, err)
+			if !keepGoing || ctx.Err() != nil {
+				return err
+			}
+			if failed++; first == nil {
+				first = err
 			}
 		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d devices not updated, the first: %w", failed, first)
 	}
 	return nil
 }
 
-// rolloutLater runs the rollout r of dp over devices in the background and
-// deletes its record once done. A rollout that fails, or that Close stops,
-// leaves the record for the next start.
+// rolloutLater runs the rollout r of dp over devices in the background,
+// devices that fail skipped and tried again up to rolloutTries times, and
+// deletes its record once done. A rollout that still fails, that a later save
+// of the profile took over, or that Close stops, leaves the record as it is.
 func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Device) {
 	ro := &e.rollouts
 	ro.mu.Lock()
@@ -135,15 +177,52 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 	}
 	ctx := ro.ctx
 	ro.wg.Go(func() {
-		if err := e.rollOut(ctx, dp, r.Types, devices); err != nil {
-			if ctx.Err() == nil {
-				e.cfg.Logger.Warn("OTA rollout of a device profile stopped; the next node start runs it again",
-					"deviceProfile", r.ProfileID, "err", err)
+		for try := 1; ; try++ {
+			err := e.rollOut(ctx, dp, r.Types, devices, true)
+			if err == nil {
+				e.finishRollout(ctx, r)
+				return
 			}
-			return
+			if ctx.Err() != nil {
+				return
+			}
+			if try == rolloutTries {
+				e.cfg.Logger.Warn("OTA rollout of a device profile left unfinished; the next node start runs it again",
+					"deviceProfile", r.ProfileID, "tries", try, "err", err)
+				return
+			}
+			e.cfg.Logger.Warn("OTA rollout of a device profile: devices not updated, trying again",
+				"deviceProfile", r.ProfileID, "in", rolloutRetry*time.Duration(try), "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(rolloutRetry * time.Duration(try)):
+			}
+			if dp, devices, err = e.rolloutAgain(ctx, r); err != nil || dp == nil {
+				return
+			}
 		}
-		e.finishRollout(ctx, r)
 	})
+}
+
+// rolloutAgain reads the profile and its followers anew for another try of
+// r; a nil profile when r is no longer to run: taken over by a later save's
+// rollout, or its profile deleted (its record then deleted too).
+func (e *Engine) rolloutAgain(ctx context.Context, r *otaRollout) (*DeviceProfile, []*Device, error) {
+	cur, err := getRecord[otaRollout](ctx, e, kindOtaRollout, r.ProfileID)
+	if err != nil || cur.Run != r.Run {
+		return nil, nil, ignoreGone(err)
+	}
+	dp, err := getRecord[DeviceProfile](ctx, e, kindProfile, r.ProfileID)
+	if errors.Is(err, storage.ErrNotFound) {
+		e.finishRollout(ctx, r)
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	devices, err := e.profileFollowers(ctx, dp, r.Types)
+	return dp, devices, err
 }
 
 // finishRollout deletes the record of r unless a later save of the profile
@@ -152,7 +231,7 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 // node before the end would leave its devices to the next save.
 func (e *Engine) finishRollout(ctx context.Context, r *otaRollout) {
 	cur, err := getRecord[otaRollout](ctx, e, kindOtaRollout, r.ProfileID)
-	if err == nil && cur.Started == r.Started {
+	if err == nil && cur.Run == r.Run {
 		err = e.deleteRecord(ctx, kindOtaRollout, r.ProfileID)
 	}
 	if err = ignoreGone(err); err != nil {

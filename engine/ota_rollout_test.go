@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
 )
 
@@ -117,4 +119,54 @@ func TestOtaRolloutProfileGone(t *testing.T) {
 	if _, err := te.store.Get(ctx, kindOtaRollout, id); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("record of a gone profile: %v", err)
 	}
+}
+
+// TestOtaRolloutRecordedFirst: the rollout is recorded before the profile is
+// written, also one made within the request, and its record is gone once the
+// devices have the package.
+func TestOtaRolloutRecordedFirst(t *testing.T) {
+	te := newTestEngine(t)
+	dp, devices, fw := rolloutFixture(t, te, 2)
+	dp.FirmwareID = &fw.ID
+	recorded := false
+	te.hook("replace", kindProfile, func() {
+		_, err := te.store.Get(context.Background(), kindOtaRollout, dp.ID.ID)
+		recorded = err == nil
+	})
+	if _, err := te.SaveDeviceProfile(context.Background(), te.tenantAdmin(t), dp); err != nil {
+		t.Fatal(err)
+	}
+	if !recorded {
+		t.Fatal("the profile was written before its rollout was recorded")
+	}
+	waitRolledOut(t, te, devices, "fleet-fw")
+}
+
+// TestOtaRolloutRetries: a background rollout that fails on a device tries
+// again and then finishes.
+func TestOtaRolloutRetries(t *testing.T) {
+	defer func(n, tries int, d time.Duration) { rolloutInline, rolloutTries, rolloutRetry = n, tries, d }(rolloutInline, rolloutTries, rolloutRetry)
+	rolloutInline, rolloutTries, rolloutRetry = 0, 3, time.Millisecond
+	te := newTestEngine(t)
+	dp, devices, fw := rolloutFixture(t, te, 3)
+	dp.FirmwareID = &fw.ID
+	// The first shared-attribute write fails: one device of the first try.
+	te.store = &failOnce{Backend: te.store}
+	if _, err := te.SaveDeviceProfile(context.Background(), te.tenantAdmin(t), dp); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, te, devices, "fleet-fw")
+}
+
+// failOnce fails the first shared-attribute write.
+type failOnce struct {
+	storage.Backend
+	failed atomic.Bool
+}
+
+func (s *failOnce) SaveAttributes(ctx context.Context, id uuid.UUID, scope storage.Scope, attrs []kv.Entry) error {
+	if scope == storage.SharedScope && s.failed.CompareAndSwap(false, true) {
+		return errors.New("injected failure")
+	}
+	return s.Backend.SaveAttributes(ctx, id, scope, attrs)
 }

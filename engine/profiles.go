@@ -461,6 +461,13 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 				return nil, errProfileTransUsed
 			}
 		}
+		// The rollout of a package change is recorded before the profile: a
+		// node killed after the write, before the devices have the package,
+		// leaves it for the next start (ota_rollout.go).
+		rollout, err := e.recordRollout(ctx, &dp, otaChanges(&old, &dp))
+		if err != nil {
+			return nil, err
+		}
 		err = e.writeProfile(ctx, &profileRecord{DeviceProfile: dp, deletionMarks: rec.deletionMarks, Promoting: rec.Promoting}, &prev)
 		switch {
 		case errors.Is(err, storage.ErrChanged):
@@ -484,7 +491,7 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 		if err := e.checkProfileOtaKept(ctx, p, &dp, &old); err != nil {
 			return nil, err
 		}
-		return &dp, e.otaProfileSaved(ctx, &old, &dp) // devices without their own package follow the profile's
+		return &dp, e.otaProfileSaved(ctx, rollout, &dp) // devices without their own package follow the profile's
 	}
 	return nil, errChangedMeanwhile
 }
