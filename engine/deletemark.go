@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -86,4 +87,28 @@ func (m *deletionMarks) setMark(id string, deleting bool, now time.Time) bool {
 		return m.mark(id, now)
 	}
 	return m.unmark(id)
+}
+
+// marks gives the marks of a record that embeds them.
+func (m *deletionMarks) marks() *deletionMarks { return m }
+
+// markHeld is nil while the stored record (kind, id) holds deletion's mark,
+// still fresh: the last check of a deletion before it deletes. A deletion
+// slower than staleDeletion (a paused VM, a clock jump) saw its mark stop
+// counting, so a save may have given the record to someone meanwhile: it is
+// refused (errChangedMeanwhile) for the caller to take its mark back and try
+// again.
+func markHeld[T any, PT interface {
+	*T
+	marks() *deletionMarks
+}](ctx context.Context, e *Engine, kind string, id uuid.UUID, deletion string) error {
+	r, err := getRecord[T](ctx, e, kind, id)
+	if err != nil {
+		return notFound(err)
+	}
+	cutoff := e.now().Add(-staleDeletion).UnixMilli()
+	if !slices.ContainsFunc(PT(r).marks().Deletions, func(d deletionMark) bool { return d.ID == deletion && d.At >= cutoff }) {
+		return errChangedMeanwhile
+	}
+	return nil
 }

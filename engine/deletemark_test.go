@@ -108,3 +108,25 @@ func TestConcurrentProfileDeletions(t *testing.T) {
 		t.Fatalf("tenant profile unusable after both deletions ended: %v", err)
 	}
 }
+
+// TestDeletionOutlivingItsMark: a deletion slower than staleDeletion, whose
+// mark stopped counting while it listed the users, does not delete: a save may
+// have slipped in. It takes its mark back and asks for a retry.
+func TestDeletionOutlivingItsMark(t *testing.T) {
+	te := newTestEngine(t)
+	ctx, admin := context.Background(), te.tenantAdmin(t)
+	dp, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te.hook("list", kindDevice, func() {
+		te.now = func() time.Time { return time.Now().Add(staleDeletion + time.Minute) }
+	})
+	wantCode(t, te.DeleteDeviceProfile(ctx, admin, dp.ID.ID), CodeVersionConflict)
+	rec, _, err := te.loadProfile(ctx, dp.ID.ID)
+	if err != nil || rec.Deleting {
+		t.Fatalf("profile after the refused deletion: %+v %v", rec, err)
+	}
+	te.now = time.Now
+	wantCode(t, te.DeleteDeviceProfile(ctx, admin, dp.ID.ID), 0)
+}

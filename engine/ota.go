@@ -527,7 +527,11 @@ func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUI
 	if err != nil {
 		return err
 	}
-	if err := e.checkOtaUnused(ctx, r); err != nil {
+	err = e.checkOtaUnused(ctx, r)
+	if err == nil {
+		err = markHeld[otaRecord](ctx, e, kindOtaPackage, id, deletion)
+	}
+	if err != nil {
 		// Not deleted after all: it may be assigned again.
 		if _, uerr := e.markOtaDeleting(ctx, p.TenantID, id, deletion, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
 			return errors.Join(err, uerr)

@@ -646,6 +646,9 @@ func (e *Engine) DeleteDeviceProfile(ctx context.Context, p *Principal, id uuid.
 	if err == nil && used {
 		err = errProfileInUse
 	}
+	if err == nil {
+		err = markHeld[profileRecord](ctx, e, kindProfile, id, deletion)
+	}
 	if err != nil {
 		// Not deleted after all: devices may use it again.
 		if uerr := e.markProfileDeleting(ctx, p, id, deletion, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {

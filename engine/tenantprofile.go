@@ -615,6 +615,9 @@ func (e *Engine) DeleteTenantProfile(ctx context.Context, p *Principal, id uuid.
 	if err == nil && used {
 		err = errTenantProfileInUse
 	}
+	if err == nil {
+		err = markHeld[tenantProfileRecord](ctx, e, kindTenantProfile, id, deletion)
+	}
 	if err != nil {
 		// Not deleted after all: tenants may use it again.
 		if uerr := e.markTenantProfileDeleting(ctx, id, deletion, false); uerr != nil && !errors.Is(uerr, ErrNotFound) {
