@@ -181,6 +181,10 @@ func (s *Server) build(rctx context.Context, lim *reportLimiter, p *engine.Princ
 	return s.eng.BuildReport(rctx, p, req)
 }
 
+// statusClientClosed is the status of a request whose client hung up before
+// its answer (nginx's 499): no client sees it, the request metrics do.
+const statusClientClosed = 499
+
 // errReportTimeout is the cause of a report context that reached
 // Config.ReportTimeout.
 var errReportTimeout = errors.New("report timeout")
@@ -190,6 +194,9 @@ var errReportTimeout = errors.New("report timeout")
 func (s *Server) reportCut(ctx *fasthttp.RequestCtx, rctx context.Context) {
 	if errors.Is(context.Cause(rctx), errHungUp) {
 		s.log.Debug("report cancelled: its client closed the connection", "requestId", requestID(ctx), "client", s.clientAddr(ctx))
+		// Nobody reads the answer; its status is for the request metrics,
+		// which would count a 200 otherwise (nginx's 499, client closed).
+		ctx.SetStatusCode(statusClientClosed)
 		ctx.SetConnectionClose()
 		return
 	}

@@ -136,6 +136,19 @@ func TestReportHangup(t *testing.T) {
 	<-lim.admitted
 }
 
+// TestReportCutStatus: a report whose client hung up counts as 499 in the
+// request metrics, not as a 200.
+func TestReportCutStatus(t *testing.T) {
+	s := New(Config{}, nil, nil, nil, nil)
+	rctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errHungUp)
+	var ctx fasthttp.RequestCtx
+	s.reportCut(&ctx, rctx)
+	if ctx.Response.StatusCode() != statusClientClosed {
+		t.Fatalf("status %d", ctx.Response.StatusCode())
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
