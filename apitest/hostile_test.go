@@ -204,7 +204,7 @@ func TestHostileRequests(t *testing.T) {
 	f(400, "GET", "/api/tenant/devices?pageSize=99999999999999999999&page=0", "", auth)
 	f(400, "GET", "/api/tenant/devices?pageSize=0&page=0", "", auth)
 	f(400, "GET", "/api/tenant/devices?page=0", "", auth)
-	f(400, "GET", "/api/tenant/devices?pageSize=10&page=0&sortOrder=SIDEWAYS", "", auth)
+	f(400, "GET", "/api/tenant/devices?pageSize=10&page=0&sortProperty=name&sortOrder=SIDEWAYS", "", auth)
 	f(400, "GET", "/api/tenant/devices?pageSize=10&page=0&sortProperty=nosuch", "", auth)
 	f(400, "GET", "/api/rpc/persistent/device/"+devID+"?pageSize=10&page=0&rpcStatus=NOPE", "", auth)
 	f(400, "GET", "/api/device/"+devID+"x", "", auth)

@@ -11,7 +11,12 @@ import (
 )
 
 var (
-	errTokenTaken     = &Error{Code: CodeBadRequestParams, Msg: "Specified credentials are already registered!"}
+	// ThingsBoard's DeviceCredentialsDataValidator (validateCreate and
+	// validateUpdate) for a token another device has. Its "Specified
+	// credentials are already registered!" answers only a unique-constraint
+	// race past that check; here the unique key is the check, so every case
+	// gets the validator's text.
+	errTokenTaken     = &Error{Code: CodeBadRequestParams, Msg: "Device credentials are already assigned to another device!"}
 	errCredsNoDevice  = &Error{Code: CodeBadRequestParams, Msg: "Device credentials should be assigned to device!"}
 	errCredsNoID      = &Error{Code: CodeBadRequestParams, Msg: "Device credentials id should be specified!"}
 	errCredsNoType    = &Error{Code: CodeBadRequestParams, Msg: "Device credentials type should be specified!"}
@@ -39,9 +44,41 @@ func checkAccessToken(token string) error {
 	return nil
 }
 
+// notFoundByID is an unknown id answered as ThingsBoard's checkEntityId does
+// ("<Type> with id [<id>] is not found", BaseController.checkEntityId). To
+// errors.Is it is ErrNotFound too, so callers that skip unknown ids (byIDs)
+// still do; errors.As finds the *Error with its message.
+type notFoundByID struct{ err *Error }
+
+func (e *notFoundByID) Error() string        { return e.err.Msg }
+func (e *notFoundByID) Unwrap() error        { return e.err }
+func (e *notFoundByID) Is(target error) bool { return target == ErrNotFound }
+
 // deviceNotFound is ThingsBoard's checkDeviceId answer for an unknown device.
-func deviceNotFound(id uuid.UUID) *Error {
-	return Errorf(CodeItemNotFound, "Device with id [%s] is not found", id)
+func deviceNotFound(id uuid.UUID) error {
+	return &notFoundByID{Errorf(CodeItemNotFound, "Device with id [%s] is not found", id)}
+}
+
+// customerNotFound is ThingsBoard's checkCustomerId answer for an unknown customer.
+func customerNotFound(id uuid.UUID) error {
+	return &notFoundByID{Errorf(CodeItemNotFound, "Customer with id [%s] is not found", id)}
+}
+
+// orDeviceNotFound words a missing device (storage.ErrNotFound, ErrNotFound)
+// as deviceNotFound and passes other errors on.
+func orDeviceNotFound(err error, id uuid.UUID) error {
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, ErrNotFound) {
+		return deviceNotFound(id)
+	}
+	return err
+}
+
+// orCustomerNotFound is orDeviceNotFound for a customer.
+func orCustomerNotFound(err error, id uuid.UUID) error {
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, ErrNotFound) {
+		return customerNotFound(id)
+	}
+	return err
 }
 
 // putCredentials stores c with its unique token and device. A token that belongs to
@@ -91,7 +128,7 @@ func (e *Engine) credentialsOf(ctx context.Context, deviceID uuid.UUID) (*Device
 // GetDeviceCredentials returns the credentials of a device p can see.
 func (e *Engine) GetDeviceCredentials(ctx context.Context, p *Principal, deviceID uuid.UUID) (*DeviceCredentials, error) {
 	if _, err := e.GetDevice(ctx, p, deviceID); err != nil {
-		return nil, err
+		return nil, orDeviceNotFound(err, deviceID) // checkDeviceId
 	}
 	c, err := e.credentialsOf(ctx, deviceID)
 	if err != nil {
@@ -114,7 +151,7 @@ func (e *Engine) SaveDeviceCredentials(ctx context.Context, p *Principal, in *De
 	// the credentials are validated: an unknown one is 404.
 	d, err := e.loadDevice(ctx, in.DeviceID.ID)
 	if err != nil {
-		return nil, ifNotFound(err, deviceNotFound(in.DeviceID.ID))
+		return nil, orDeviceNotFound(err, in.DeviceID.ID)
 	}
 	if d.TenantID() != p.TenantID {
 		return nil, ErrPermissionDenied

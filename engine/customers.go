@@ -18,14 +18,55 @@ var (
 // SaveCustomer creates (zero ID) or updates a customer of p's tenant; tenant admins
 // only. Titles are unique within a tenant.
 func (e *Engine) SaveCustomer(ctx context.Context, p *Principal, in *Customer) (*Customer, error) {
+	return e.SaveCustomerWithPolicy(ctx, p, in, NameConflict{})
+}
+
+// SaveCustomerWithPolicy is SaveCustomer that resolves a title another
+// customer of the tenant has as names says, as devices' names
+// (SaveDeviceWithPolicy; ThingsBoard's CustomerServiceImpl.saveCustomer).
+func (e *Engine) SaveCustomerWithPolicy(ctx context.Context, p *Principal, in *Customer, names NameConflict) (*Customer, error) {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return nil, err
 	}
+	c := in
+	for try := 0; ; try++ {
+		v, err := e.saveCustomer(ctx, p, c)
+		if err != errCustomerTitleTaken || !names.Uniquify || try == maxUniquifyTries {
+			return v, err
+		}
+		title, err := e.uniqueCustomerTitle(ctx, p.TenantID, in, names)
+		if err != nil {
+			return nil, err
+		}
+		renamed := *in
+		renamed.Title = title
+		c = &renamed
+	}
+}
+
+// uniqueCustomerTitle is in's title with a suffix that no other customer of
+// tenant has (uniqueName).
+func (e *Engine) uniqueCustomerTitle(ctx context.Context, tenant uuid.UUID, in *Customer, names NameConflict) (string, error) {
+	all, err := listRecords[Customer](ctx, e, kindCustomer, tenant)
+	if err != nil {
+		return "", err
+	}
+	taken := make(map[string]bool, len(all))
+	for _, o := range all {
+		if o.ID.ID != in.ID.ID {
+			taken[o.Title] = true
+		}
+	}
+	return uniqueName(in.Title, taken, names), nil
+}
+
+// saveCustomer is SaveCustomer after the role check.
+func (e *Engine) saveCustomer(ctx context.Context, p *Principal, in *Customer) (*Customer, error) {
 	c := *in
 	if in.ID.ID != uuid.Nil {
 		old, prev, err := loadRecord[Customer](ctx, e, kindCustomer, in.ID.ID)
 		if err != nil {
-			return nil, notFound(err)
+			return nil, orCustomerNotFound(err, in.ID.ID) // checkEntity's checkCustomerId
 		}
 		if old.TenantID.ID != p.TenantID {
 			return nil, ErrPermissionDenied
@@ -86,17 +127,31 @@ func (e *Engine) writeCustomer(ctx context.Context, c *Customer, prev *[]byte) (
 }
 
 // GetCustomer returns a customer of p's tenant to a tenant admin, or its own
-// customer to a customer user.
+// customer to a customer user. An unknown id is "Customer with id [<id>] is
+// not found" (ThingsBoard's checkCustomerId), ErrNotFound to errors.Is.
 func (e *Engine) GetCustomer(ctx context.Context, p *Principal, id uuid.UUID) (*Customer, error) {
 	if err := requireRole(p, TenantAdmin, CustomerUser); err != nil {
 		return nil, err
 	}
 	c, err := getRecord[Customer](ctx, e, kindCustomer, id)
 	if err != nil {
-		return nil, notFound(err)
+		return nil, orCustomerNotFound(err, id)
 	}
 	if c.TenantID.ID != p.TenantID || (p.Authority == CustomerUser && c.ID.ID != p.CustomerID) {
 		return nil, ErrPermissionDenied
+	}
+	return c, nil
+}
+
+// TenantCustomerByTitle returns the customer of p's tenant with that title
+// (tenant admins only), as ThingsBoard's GET /api/tenant/customers?customerTitle=.
+func (e *Engine) TenantCustomerByTitle(ctx context.Context, p *Principal, title string) (*Customer, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	c, err := lookupRecord[Customer](ctx, e, kindCustomer, customerTitleKey(p.TenantID, title))
+	if err != nil {
+		return nil, ifNotFound(err, Errorf(CodeItemNotFound, "Customer with title [%s] is not found", title))
 	}
 	return c, nil
 }

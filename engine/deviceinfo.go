@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -20,7 +21,9 @@ type DeviceInfo struct {
 }
 
 // DeviceFilter narrows a list of device infos: to one type (profile name), one
-// profile, active or inactive devices. Zero values filter nothing.
+// profile, active or inactive devices. Zero values filter nothing, nor does a
+// blank Type; with a Type, ProfileID is ignored (ThingsBoard's DeviceController
+// uses deviceProfileId only when type is blank).
 type DeviceFilter struct {
 	Type      string
 	ProfileID uuid.UUID
@@ -31,7 +34,7 @@ type DeviceFilter struct {
 func (e *Engine) GetDeviceInfo(ctx context.Context, p *Principal, id uuid.UUID) (*DeviceInfo, error) {
 	d, err := e.GetDevice(ctx, p, id)
 	if err != nil {
-		return nil, err
+		return nil, orDeviceNotFound(err, id) // checkDeviceInfoId
 	}
 	infos, err := e.deviceInfos(ctx, d.TenantID(), []*Device{d})
 	if err != nil {
@@ -70,11 +73,24 @@ func (e *Engine) ListCustomerDeviceInfos(ctx context.Context, p *Principal, cust
 
 // deviceInfoPage filters devices by f and cuts the page pl asks for. Only an
 // active filter or sort needs every device's state; otherwise only the page's
-// devices are looked up.
+// devices are looked up. textSearch matches name, label, type and customer
+// title, as ThingsBoard's DeviceRepository.findDeviceInfosByFilter (the plain
+// device lists match name and label only).
 func (e *Engine) deviceInfoPage(ctx context.Context, tenant uuid.UUID, devices []*Device, pl PageLink, f DeviceFilter) (PageData[*DeviceInfo], error) {
+	byType := strings.TrimSpace(f.Type) != ""
 	devices = slices.DeleteFunc(devices, func(d *Device) bool {
-		return (f.Type != "" && d.Type != f.Type) || (f.ProfileID != uuid.Nil && d.DeviceProfileID.ID != f.ProfileID)
+		if byType {
+			return d.Type != f.Type
+		}
+		return f.ProfileID != uuid.Nil && d.DeviceProfileID.ID != f.ProfileID
 	})
+	if pl.TextSearch != "" {
+		var err error
+		if devices, err = e.searchDeviceInfos(ctx, tenant, devices, pl.TextSearch); err != nil {
+			return PageData[*DeviceInfo]{}, err
+		}
+		pl.TextSearch = "" // done
+	}
 	byState := f.Active != nil || pl.SortProperty == "active" || pl.SortProperty == "customerTitle"
 	if !byState {
 		page, err := makePage(devices, pl, devicePages)
@@ -95,6 +111,28 @@ func (e *Engine) deviceInfoPage(ctx context.Context, tenant uuid.UUID, devices [
 		infos = slices.DeleteFunc(infos, func(i *DeviceInfo) bool { return i.Active != *f.Active })
 	}
 	return makePage(infos, pl, deviceInfoPages)
+}
+
+// searchDeviceInfos keeps the devices whose name, label, type or customer's
+// title contains text, case-insensitively (an unassigned device has no title).
+func (e *Engine) searchDeviceInfos(ctx context.Context, tenant uuid.UUID, devices []*Device, text string) ([]*Device, error) {
+	var titles map[uuid.UUID]string
+	if slices.ContainsFunc(devices, func(d *Device) bool { return !isNull(d.CustomerID.ID) }) {
+		customers, err := listRecords[Customer](ctx, e, kindCustomer, tenant)
+		if err != nil {
+			return nil, err
+		}
+		titles = make(map[uuid.UUID]string, len(customers))
+		for _, c := range customers {
+			titles[c.ID.ID] = c.Title
+		}
+	}
+	needle := strings.ToLower(text)
+	has := func(s string) bool { return strings.Contains(strings.ToLower(s), needle) }
+	return slices.DeleteFunc(devices, func(d *Device) bool {
+		title, assigned := titles[d.CustomerID.ID]
+		return !has(d.Name) && !has(d.Label) && !has(d.Type) && !(assigned && has(title))
+	}), nil
 }
 
 // deviceInfoPages sorts and searches device infos as devicePages does devices,

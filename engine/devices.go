@@ -102,7 +102,7 @@ func (e *Engine) SaveDeviceWithCredentials(ctx context.Context, p *Principal, d 
 	// fails the second step after the first.) The device is checked first, so
 	// that a token's existence is told only to its own tenant's admin.
 	if old, err := e.loadDevice(ctx, d.ID.ID); err != nil {
-		return nil, notFound(err)
+		return nil, orDeviceNotFound(err, d.ID.ID)
 	} else if old.TenantID() != p.TenantID {
 		return nil, ErrPermissionDenied
 	}
@@ -136,6 +136,12 @@ func (e *Engine) uniqueDeviceName(ctx context.Context, tenant uuid.UUID, d *Devi
 			taken[o.Name] = true
 		}
 	}
+	return uniqueName(d.Name, taken, names), nil
+}
+
+// uniqueName is base with names' separator and a suffix, such that the name
+// is not taken (generateUniqueName); customer titles use it too.
+func uniqueName(base string, taken map[string]bool, names NameConflict) string {
 	sep := names.Separator
 	if sep == "" {
 		sep = "_"
@@ -145,8 +151,8 @@ func (e *Engine) uniqueDeviceName(ctx context.Context, tenant uuid.UUID, d *Devi
 		if names.Incremental {
 			suffix = strconv.Itoa(i)
 		}
-		if name := d.Name + sep + suffix; !taken[name] {
-			return name, nil
+		if name := base + sep + suffix; !taken[name] {
+			return name
 		}
 	}
 }
@@ -175,7 +181,7 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 	for range maxReplaceTries {
 		old, prev, err := loadRecord[Device](ctx, e, kindDevice, in.ID.ID)
 		if err != nil {
-			return nil, notFound(err)
+			return nil, orDeviceNotFound(err, in.ID.ID) // checkEntity's checkDeviceId
 		}
 		if old.TenantID() != tenant {
 			return nil, ErrPermissionDenied
@@ -200,7 +206,7 @@ func (e *Engine) saveDevice(ctx context.Context, tenant uuid.UUID, in *Device, a
 		case errors.Is(err, storage.ErrConflict):
 			return nil, errDeviceNameTaken
 		case err != nil:
-			return nil, notFound(err)
+			return nil, orDeviceNotFound(err, in.ID.ID) // deleted meanwhile
 		}
 		if d.DeviceProfileID.ID != old.DeviceProfileID.ID {
 			if err := e.checkDeviceProfileKept(ctx, d, old); err != nil {
@@ -433,6 +439,18 @@ func (e *Engine) GetDevice(ctx context.Context, p *Principal, id uuid.UUID) (*De
 	return d, nil
 }
 
+// GetDeviceByID is GetDevice for GET /api/device/{deviceId}: an unknown id is
+// "Device with id [<id>] is not found", as ThingsBoard's checkDeviceId answers
+// (GetDevice's own ErrNotFound is worded by each caller: the RPC routes say
+// it as ThingsBoard's AccessValidator does).
+func (e *Engine) GetDeviceByID(ctx context.Context, p *Principal, id uuid.UUID) (*Device, error) {
+	d, err := e.GetDevice(ctx, p, id)
+	if err != nil {
+		return nil, orDeviceNotFound(err, id)
+	}
+	return d, nil
+}
+
 // DeleteDevice removes a device of p's tenant with its credentials, time series and
 // attributes (tenant admins only). The token is refused from the moment its
 // credentials are gone; the device record goes last so a failed delete can be
@@ -443,7 +461,7 @@ func (e *Engine) DeleteDevice(ctx context.Context, p *Principal, id uuid.UUID) e
 	}
 	d, err := e.loadDevice(ctx, id)
 	if err != nil {
-		return notFound(err)
+		return orDeviceNotFound(err, id)
 	}
 	if d.TenantID() != p.TenantID {
 		return ErrPermissionDenied
@@ -543,7 +561,7 @@ func (e *Engine) UnassignDevice(ctx context.Context, p *Principal, deviceID uuid
 func (e *Engine) setDeviceCustomer(ctx context.Context, p *Principal, deviceID uuid.UUID, customer EntityID) (*Device, error) {
 	d, err := e.loadDevice(ctx, deviceID)
 	if err != nil {
-		return nil, notFound(err)
+		return nil, orDeviceNotFound(err, deviceID)
 	}
 	if d.TenantID() != p.TenantID {
 		return nil, ErrPermissionDenied
@@ -551,8 +569,33 @@ func (e *Engine) setDeviceCustomer(ctx context.Context, p *Principal, deviceID u
 	if isNull(customer.ID) && isNull(d.CustomerID.ID) {
 		return nil, errDeviceNotAssigned
 	}
+	if !isNull(customer.ID) && d.CustomerID.ID == customer.ID {
+		// Already there: returned as it is, its version kept, as
+		// ThingsBoard's DeviceServiceImpl.assignDeviceToCustomer does.
+		return d, nil
+	}
 	d, err = e.putDeviceCustomer(ctx, deviceID, customer, nil)
-	return d, notFound(err)
+	if err != nil {
+		return nil, orDeviceNotFound(err, deviceID) // deleted meanwhile
+	}
+	return d, nil
+}
+
+// errNoPublicCustomer answers POST /api/customer/public/device/{deviceId}:
+// ThingsBoard's public customer (of public dashboards) has no counterpart.
+var errNoPublicCustomer = &Error{Code: CodeBadRequestParams, Msg: "Public customers are not supported: Sluice has no public customer to assign a device to"}
+
+// AssignDeviceToPublicCustomer is ThingsBoard's assignDeviceToPublicCustomer,
+// which Sluice does not support: after the checks ThingsBoard makes first
+// (tenant admins only, the device one of theirs) it is errNoPublicCustomer.
+func (e *Engine) AssignDeviceToPublicCustomer(ctx context.Context, p *Principal, deviceID uuid.UUID) (*Device, error) {
+	if err := requireRole(p, TenantAdmin); err != nil {
+		return nil, err
+	}
+	if _, err := e.GetDeviceByID(ctx, p, deviceID); err != nil {
+		return nil, err
+	}
+	return nil, errNoPublicCustomer
 }
 
 // putDeviceCustomer assigns the stored device to customer, over its latest
@@ -634,8 +677,9 @@ func (e *Engine) ListCustomerDevices(ctx context.Context, p *Principal, customer
 	if err != nil {
 		return PageData[*Device]{}, err
 	}
+	byType := strings.TrimSpace(deviceType) != "" // a blank type is no filter, as ThingsBoard's
 	all = slices.DeleteFunc(all, func(d *Device) bool {
-		return d.CustomerID.ID != customerID || (deviceType != "" && d.Type != deviceType)
+		return d.CustomerID.ID != customerID || (byType && d.Type != deviceType)
 	})
 	return makePage(all, pl, devicePages)
 }
@@ -650,7 +694,7 @@ func (e *Engine) ListTenantDevices(ctx context.Context, p *Principal, pl PageLin
 	if err != nil {
 		return PageData[*Device]{}, err
 	}
-	if deviceType != "" {
+	if strings.TrimSpace(deviceType) != "" { // a blank type is no filter, as ThingsBoard's
 		filtered := all[:0]
 		for _, d := range all {
 			if d.Type == deviceType {

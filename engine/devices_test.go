@@ -233,7 +233,7 @@ func TestListTenantDevices(t *testing.T) {
 	g(PageLink{PageSize: 0}, a, CodeBadRequestParams)
 	g(PageLink{PageSize: 1, Page: -1}, a, CodeBadRequestParams)
 	g(PageLink{PageSize: 1, SortProperty: "secret"}, a, CodeBadRequestParams)
-	g(PageLink{PageSize: 1, SortOrder: "up"}, a, CodeBadRequestParams)
+	g(PageLink{PageSize: 1, SortProperty: "name", SortOrder: "up"}, a, CodeBadRequestParams)
 	g(PageLink{PageSize: 1}, te.customerUser(t), CodePermissionDenied)
 
 	other := te.newTenant(t, "B", "b@example.com")

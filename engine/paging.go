@@ -2,8 +2,11 @@ package engine
 
 import (
 	"cmp"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // PageData is one page of a list, in ThingsBoard's paging shape.
@@ -16,7 +19,8 @@ type PageData[T any] struct {
 
 // PageLink selects a page of a list. TextSearch is a case-insensitive substring of
 // the name (title, e-mail); SortProperty defaults to createdTime and SortOrder
-// ("ASC" or "DESC", any case) to ASC.
+// ("ASC" or "DESC", any case) to ASC; without a SortProperty the SortOrder is
+// ignored, as ThingsBoard ignores it (checkPageLink).
 type PageLink struct {
 	PageSize     int
 	Page         int
@@ -34,7 +38,11 @@ type sortKey struct {
 }
 
 func strKey(s string) sortKey { return sortKey{s: s} }
-func numKey(n int64) sortKey  { return sortKey{n: n, num: true} }
+
+// idKey sorts by an id as PostgreSQL orders uuids, by their bytes: as their
+// canonical strings.
+func idKey(id uuid.UUID) sortKey { return strKey(id.String()) }
+func numKey(n int64) sortKey     { return sortKey{n: n, num: true} }
 
 // nullKey is the key of an absent value (NULL in ThingsBoard's tables). It
 // sorts as PostgreSQL's default sorts NULL: after every value ascending,
@@ -56,27 +64,9 @@ type pageSpec[T any] struct {
 // direction; nullKey sorts last ascending and first descending, as PostgreSQL's
 // NULLS LAST / NULLS FIRST defaults.
 func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], error) {
-	if pl.PageSize < 1 {
-		return PageData[T]{}, Errorf(CodeBadRequestParams, "Page size must not be less than one")
-	}
-	if pl.Page < 0 {
-		return PageData[T]{}, Errorf(CodeBadRequestParams, "Page index must not be less than zero")
-	}
-	prop := pl.SortProperty
-	if prop == "" {
-		prop = "createdTime"
-	}
-	key, ok := spec.keys[prop]
-	if !ok {
-		return PageData[T]{}, Errorf(CodeBadRequestParams, "Invalid sort property: %s", prop)
-	}
-	desc := false
-	switch strings.ToUpper(pl.SortOrder) {
-	case "", "ASC":
-	case "DESC":
-		desc = true
-	default:
-		return PageData[T]{}, Errorf(CodeBadRequestParams, "Invalid sort order: %s", pl.SortOrder)
+	key, desc, err := checkPageLink(pl, spec)
+	if err != nil {
+		return PageData[T]{}, err
 	}
 
 	if pl.TextSearch != "" {
@@ -123,6 +113,49 @@ func makePage[T any](items []T, pl PageLink, spec pageSpec[T]) (PageData[T], err
 	return out, nil
 }
 
+// sortPropertyPattern is ThingsBoard's Validator.PROPERTY_PATTERN: Unicode
+// letters, digits, '_' and '-'.
+var sortPropertyPattern = regexp.MustCompile(`^[\p{L}0-9_-]+$`)
+
+// checkPageLink checks pl as ThingsBoard does, in its order: the controller's
+// createPageLink (BaseController) first, a malformed sortProperty and then the
+// sortOrder, which only counts with a sortProperty (without one ThingsBoard
+// makes no sort at all and ignores it); then the DAO's
+// Validator.validatePageLink, pageSize and page. A well-formed property the
+// list has no key for is 400 too (ThingsBoard's query fails on it). It
+// returns the key to sort by and whether descending. No sortProperty sorts
+// by createdTime.
+func checkPageLink[T any](pl PageLink, spec pageSpec[T]) (func(T) sortKey, bool, error) {
+	desc := false
+	if pl.SortProperty != "" {
+		if !sortPropertyPattern.MatchString(pl.SortProperty) {
+			return nil, false, Errorf(CodeBadRequestParams, "Invalid sort property")
+		}
+		switch strings.ToUpper(pl.SortOrder) {
+		case "", "ASC":
+		case "DESC":
+			desc = true
+		default:
+			return nil, false, Errorf(CodeBadRequestParams, "Unsupported sort order '%s'! Only 'ASC' or 'DESC' types are allowed.", pl.SortOrder)
+		}
+	}
+	if pl.PageSize < 1 {
+		return nil, false, Errorf(CodeBadRequestParams, "Incorrect page link page size '%d'. Page size must be greater than zero.", pl.PageSize)
+	}
+	if pl.Page < 0 {
+		return nil, false, Errorf(CodeBadRequestParams, "Incorrect page link page '%d'. Page must be positive integer.", pl.Page)
+	}
+	prop := pl.SortProperty
+	if prop == "" {
+		prop = "createdTime"
+	}
+	key, ok := spec.keys[prop]
+	if !ok {
+		return nil, false, Errorf(CodeBadRequestParams, "Invalid sort property: %s", prop)
+	}
+	return key, desc, nil
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -134,6 +167,7 @@ var tenantPages = pageSpec[*Tenant]{
 	text: func(t *Tenant) string { return t.Title },
 	keys: map[string]func(*Tenant) sortKey{
 		"createdTime": func(t *Tenant) sortKey { return numKey(t.CreatedTime) },
+		"id":          func(t *Tenant) sortKey { return idKey(t.ID.ID) }, // ThingsBoard's default sort
 		"title":       func(t *Tenant) sortKey { return strKey(t.Title) },
 		"email":       func(t *Tenant) sortKey { return strKey(t.Email) },
 		"country":     func(t *Tenant) sortKey { return strKey(t.Country) },
@@ -145,6 +179,7 @@ var customerPages = pageSpec[*Customer]{
 	text: func(c *Customer) string { return c.Title },
 	keys: map[string]func(*Customer) sortKey{
 		"createdTime": func(c *Customer) sortKey { return numKey(c.CreatedTime) },
+		"id":          func(c *Customer) sortKey { return idKey(c.ID.ID) }, // ThingsBoard's default sort
 		"title":       func(c *Customer) sortKey { return strKey(c.Title) },
 		"email":       func(c *Customer) sortKey { return strKey(c.Email) },
 		"country":     func(c *Customer) sortKey { return strKey(c.Country) },
@@ -156,6 +191,7 @@ var profilePages = pageSpec[*DeviceProfile]{
 	text: func(p *DeviceProfile) string { return p.Name },
 	keys: map[string]func(*DeviceProfile) sortKey{
 		"createdTime":   func(p *DeviceProfile) sortKey { return numKey(p.CreatedTime) },
+		"id":            func(p *DeviceProfile) sortKey { return idKey(p.ID.ID) }, // ThingsBoard's default sort
 		"name":          func(p *DeviceProfile) sortKey { return strKey(p.Name) },
 		"type":          func(p *DeviceProfile) sortKey { return strKey(p.Type) },
 		"transportType": func(p *DeviceProfile) sortKey { return strKey(p.TransportType) },
@@ -174,6 +210,7 @@ var devicePages = pageSpec[*Device]{
 	alt:  func(d *Device) string { return d.Label },
 	keys: map[string]func(*Device) sortKey{
 		"createdTime":       func(d *Device) sortKey { return numKey(d.CreatedTime) },
+		"id":                func(d *Device) sortKey { return idKey(d.ID.ID) }, // ThingsBoard's default sort
 		"name":              func(d *Device) sortKey { return strKey(d.Name) },
 		"type":              func(d *Device) sortKey { return strKey(d.Type) },
 		"deviceProfileName": func(d *Device) sortKey { return strKey(d.Type) },
@@ -185,6 +222,7 @@ var userPages = pageSpec[*User]{
 	text: func(u *User) string { return u.Email },
 	keys: map[string]func(*User) sortKey{
 		"createdTime": func(u *User) sortKey { return numKey(u.CreatedTime) },
+		"id":          func(u *User) sortKey { return idKey(u.ID.ID) }, // ThingsBoard's default sort
 		"email":       func(u *User) sortKey { return strKey(u.Email) },
 		"firstName":   func(u *User) sortKey { return strKey(u.FirstName) },
 		"lastName":    func(u *User) sortKey { return strKey(u.LastName) },
@@ -195,6 +233,7 @@ var apiKeyPages = pageSpec[*APIKeyInfo]{
 	text: func(k *APIKeyInfo) string { return k.Description },
 	keys: map[string]func(*APIKeyInfo) sortKey{
 		"createdTime":    func(k *APIKeyInfo) sortKey { return numKey(k.CreatedTime) },
+		"id":             func(k *APIKeyInfo) sortKey { return idKey(k.ID.ID) }, // ThingsBoard's default sort
 		"expirationTime": func(k *APIKeyInfo) sortKey { return numKey(k.ExpirationTime) },
 		"description":    func(k *APIKeyInfo) sortKey { return strKey(k.Description) },
 		"enabled": func(k *APIKeyInfo) sortKey {

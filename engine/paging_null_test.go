@@ -32,7 +32,7 @@ func TestMakePageNulls(t *testing.T) {
 		{nums, "ASC", "minus,ten,n1,n2"},
 		{nums, "DESC", "n1,n2,ten,minus"},
 	} {
-		page, err := makePage(slices.Clone(c.items), PageLink{PageSize: 10, SortOrder: c.order}, spec)
+		page, err := makePage(slices.Clone(c.items), PageLink{PageSize: 10, SortProperty: "createdTime", SortOrder: c.order}, spec)
 		if err != nil {
 			t.Fatal(err)
 		}

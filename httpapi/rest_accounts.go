@@ -32,6 +32,58 @@ func (s *Server) deleteCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 }
 
+// customerTitle answers a customer's title as plain text, as ThingsBoard's
+// getCustomerTitleById (produces "application/text").
+func (s *Server) customerTitle(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "customerId")
+	if !ok {
+		return
+	}
+	c, err := s.eng.GetCustomer(s.ctx, p, id)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	ctx.SetContentType("application/text; charset=utf-8")
+	ctx.SetBodyString(c.Title)
+}
+
+// customerShortInfo is ThingsBoard's getShortCustomerInfoById: the title and
+// isPublic, always false (Sluice has no public customers).
+func (s *Server) customerShortInfo(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	id, ok := s.pathID(ctx, "customerId")
+	if !ok {
+		return
+	}
+	c, err := s.eng.GetCustomer(s.ctx, p, id)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	s.writeJSON(ctx, struct {
+		Title    string `json:"title"`
+		IsPublic bool   `json:"isPublic"`
+	}{c.Title, false})
+}
+
+// tenantCustomer is ThingsBoard's getTenantCustomer: the customer of the
+// tenant with the (required) customerTitle.
+func (s *Server) tenantCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if title, ok := requiredParam(ctx, "customerTitle"); ok {
+		v, err := s.eng.TenantCustomerByTitle(s.ctx, p, title)
+		s.respond(ctx, v, err)
+	}
+}
+
+// assignDeviceToPublic answers ThingsBoard's assignDeviceToPublicCustomer
+// with a 400: Sluice has no public customer.
+func (s *Server) assignDeviceToPublic(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	if id, ok := s.pathID(ctx, "deviceId"); ok {
+		v, err := s.eng.AssignDeviceToPublicCustomer(s.ctx, p, id)
+		s.respond(ctx, v, err)
+	}
+}
+
 func (s *Server) customerUsers(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	id, ok := s.pathID(ctx, "customerId")
 	if !ok {

@@ -19,7 +19,7 @@ func (s *Server) entityRoutes(r *router.Router) {
 	r.GET("/api/device/{deviceId}", s.authed(s.getDevice))
 	r.GET("/api/device/info/{deviceId}", s.authed(s.getDeviceInfo))
 	r.GET("/api/device/types", s.authed(s.deviceTypes))
-	r.GET("/api/devices", s.authed(byIDs(s, "deviceIds", s.eng.DevicesByIDs)))
+	r.GET("/api/devices", s.authed(byStrictIDs(s, "deviceIds", s.eng.DevicesByIDs)))
 	r.DELETE("/api/device/{deviceId}", s.authed(s.deleteDevice))
 	r.GET("/api/device/{deviceId}/credentials", s.authed(s.getDeviceCredentials))
 	r.POST("/api/device/credentials", s.authed(s.saveDeviceCredentials))
@@ -44,15 +44,19 @@ func (s *Server) entityRoutes(r *router.Router) {
 	r.GET("/api/tenants", s.authed(pageOrIDs(s, s.tenants, "tenantIds", s.eng.TenantsByIDs)))
 	r.GET("/api/tenants/list", s.authed(byIDs(s, "tenantIds", s.eng.TenantsByIDs)))
 	r.GET("/api/tenant/{tenantId}/users", s.authed(s.tenantAdmins))
+	r.GET("/api/tenant/customers", s.authed(s.tenantCustomer))
 
 	r.POST("/api/customer", s.authed(s.saveCustomer))
 	r.GET("/api/customer/{customerId}", s.authed(s.getCustomer))
+	r.GET("/api/customer/{customerId}/title", s.authed(s.customerTitle))
+	r.GET("/api/customer/{customerId}/shortInfo", s.authed(s.customerShortInfo))
 	r.DELETE("/api/customer/{customerId}", s.authed(s.deleteCustomer))
 	r.GET("/api/customers", s.authed(pageOrIDs(s, s.customers, "customerIds", s.eng.CustomersByIDs)))
 	r.GET("/api/customers/list", s.authed(byIDs(s, "customerIds", s.eng.CustomersByIDs)))
 	r.GET("/api/customer/{customerId}/users", s.authed(s.customerUsers))
 	r.GET("/api/customer/{customerId}/devices", s.authed(s.customerDevices))
 	r.POST("/api/customer/{customerId}/device/{deviceId}", s.authed(s.assignDevice))
+	r.POST("/api/customer/public/device/{deviceId}", s.authed(s.assignDeviceToPublic))
 	r.DELETE("/api/customer/device/{deviceId}", s.authed(s.unassignDevice))
 
 	r.POST("/api/user", s.authed(s.saveUser))
@@ -157,11 +161,13 @@ func (s *Server) customerDeviceInfos(ctx *fasthttp.RequestCtx, p *engine.Princip
 }
 
 // deviceFilter reads the filters of the device info lists: type,
-// deviceProfileId and active (a Boolean as Spring reads one).
+// deviceProfileId and active (a Boolean as Spring reads one). As in
+// ThingsBoard's DeviceController, a blank type is no filter and with a type
+// deviceProfileId is ignored, not even parsed.
 func (s *Server) deviceFilter(ctx *fasthttp.RequestCtx) (engine.DeviceFilter, bool) {
 	args := ctx.QueryArgs()
 	f := engine.DeviceFilter{Type: string(args.Peek("type"))}
-	if raw := string(args.Peek("deviceProfileId")); raw != "" {
+	if raw := string(args.Peek("deviceProfileId")); raw != "" && strings.TrimSpace(f.Type) == "" {
 		id, err := engine.ParseID(raw)
 		if err != nil {
 			s.fail(ctx, err)
@@ -186,7 +192,7 @@ func (s *Server) deviceFilter(ctx *fasthttp.RequestCtx) (engine.DeviceFilter, bo
 
 func (s *Server) getDevice(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	if id, ok := s.pathID(ctx, "deviceId"); ok {
-		v, err := s.eng.GetDevice(s.ctx, p, id)
+		v, err := s.eng.GetDeviceByID(s.ctx, p, id)
 		s.respond(ctx, v, err)
 	}
 }
@@ -311,10 +317,17 @@ func (s *Server) tenants(ctx *fasthttp.RequestCtx, p *engine.Principal) {
 	}
 }
 
+// saveCustomer creates or updates a customer; nameConflictPolicy,
+// uniquifySeparator and uniquifyStrategy apply to its title as to a device's
+// name (ThingsBoard's CustomerController.saveCustomer).
 func (s *Server) saveCustomer(ctx *fasthttp.RequestCtx, p *engine.Principal) {
+	names, ok := nameConflict(ctx)
+	if !ok {
+		return
+	}
 	var c engine.Customer
 	if s.readJSON(ctx, &c) {
-		v, err := s.eng.SaveCustomer(s.ctx, p, &c)
+		v, err := s.eng.SaveCustomerWithPolicy(s.ctx, p, &c, names)
 		s.respond(ctx, v, err)
 	}
 }

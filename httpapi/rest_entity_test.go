@@ -26,7 +26,7 @@ func TestDeviceRoutes(t *testing.T) {
 	}
 	path := "/api/device/" + d.ID.ID.String()
 	n.expect("POST", "/api/device", ta, map[string]string{"name": "d1"}, 400, "Device with such name already exists!")
-	n.expect("POST", "/api/device?accessToken=MY_TOKEN", ta, map[string]string{"name": "d2"}, 400, "Specified credentials are already registered!")
+	n.expect("POST", "/api/device?accessToken=MY_TOKEN", ta, map[string]string{"name": "d2"}, 400, "Device credentials are already assigned to another device!")
 	n.expect("POST", "/api/device", ta, map[string]string{"name": ""}, 400, "Device name should be specified!")
 	n.expect("POST", "/api/device", ta, "{bad json", 400, "Invalid request body")
 	n.expect("POST", "/api/device", cu, map[string]string{"name": "d3"}, 403, "")
@@ -49,7 +49,7 @@ func TestDeviceRoutes(t *testing.T) {
 	n.expect("GET", demo, cu, nil, 403, "You don't have permission to perform this operation!")
 	n.expect("GET", demo, other, nil, 403, "")
 	n.expect("GET", demo, sys, nil, 403, "")
-	n.expect("GET", unknown, ta, nil, 404, "Requested item wasn't found!")
+	n.expect("GET", unknown, ta, nil, 404, "Device with id ["+strings.TrimPrefix(unknown, "/api/device/")+"] is not found")
 	n.expect("GET", "/api/device/not-a-uuid", ta, nil, 400, "Invalid UUID string: not-a-uuid")
 	n.expect("GET", demo, "", nil, 401, "")
 
@@ -74,7 +74,7 @@ func TestDeviceRoutes(t *testing.T) {
 	n.expect("POST", "/api/v1/MY_TOKEN/telemetry", "", `{"t":1}`, 401, "")
 	n.expect("POST", "/api/v1/MY_NEW_TOKEN/telemetry", "", `{"t":2}`, 200, "")
 	creds.CredentialsID = engine.DemoDeviceToken
-	n.expect("POST", "/api/device/credentials", ta, creds, 400, "Specified credentials are already registered!")
+	n.expect("POST", "/api/device/credentials", ta, creds, 400, "Device credentials are already assigned to another device!")
 	n.expect("POST", "/api/device/credentials", cu, creds, 403, "")
 	n.expect("POST", "/api/device/credentials", other, creds, 403, "")
 	n.expect("POST", "/api/device/credentials", ta, "nope", 400, "")
