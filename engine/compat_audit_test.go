@@ -421,3 +421,19 @@ func TestAssignDeviceToPublicCustomer(t *testing.T) {
 		t.Fatalf("device: %+v %v", d, err)
 	}
 }
+
+// TestSortByID: every list takes sortProperty=id, ThingsBoard's default sort.
+func TestSortByID(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"tenants": tenantPages.keys["id"] != nil, "customers": customerPages.keys["id"] != nil,
+		"deviceProfiles": profilePages.keys["id"] != nil, "devices": devicePages.keys["id"] != nil,
+		"users": userPages.keys["id"] != nil, "apiKeys": apiKeyPages.keys["id"] != nil,
+		"ota": otaPages.keys["id"] != nil, "rpc": rpcPages.keys["id"] != nil, "views": viewPages.keys["id"] != nil,
+		"tenantProfiles": tenantProfilePages.keys["id"] != nil, "tenantProfileInfos": tenantProfileInfoPages.keys["id"] != nil,
+		"deviceInfos": deviceInfoPages.keys["id"] != nil,
+	} {
+		if !ok {
+			t.Errorf("%s: no id sort", name)
+		}
+	}
+}

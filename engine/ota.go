@@ -468,6 +468,7 @@ func (e *Engine) ListOtaPackages(ctx context.Context, p *Principal, pl PageLink,
 var otaPages = pageSpec[*OtaPackageInfo]{
 	text: func(o *OtaPackageInfo) string { return o.Title },
 	keys: map[string]func(*OtaPackageInfo) sortKey{
+		"id":                func(o *OtaPackageInfo) sortKey { return idKey(o.ID.ID) }, // ThingsBoard's default sort
 		"createdTime":       func(o *OtaPackageInfo) sortKey { return numKey(o.CreatedTime) },
 		"title":             func(o *OtaPackageInfo) sortKey { return strKey(o.Title) },
 		"version":           func(o *OtaPackageInfo) sortKey { return strKey(o.Version) },

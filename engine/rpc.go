@@ -917,6 +917,7 @@ func (e *Engine) DeletePersistentRPC(ctx context.Context, p *Principal, id uuid.
 var rpcPages = pageSpec[*RPC]{
 	text: func(r *RPC) string { return r.Request.Body.Method },
 	keys: map[string]func(*RPC) sortKey{
+		"id":             func(r *RPC) sortKey { return idKey(r.ID.ID) }, // ThingsBoard's default sort
 		"createdTime":    func(r *RPC) sortKey { return numKey(r.CreatedTime) },
 		"expirationTime": func(r *RPC) sortKey { return numKey(r.ExpirationTime) },
 		"status":         func(r *RPC) sortKey { return strKey(r.Status) },

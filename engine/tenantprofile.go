@@ -554,9 +554,7 @@ var tenantProfilePages = pageSpec[*TenantProfile]{
 	keys: map[string]func(*TenantProfile) sortKey{
 		"createdTime": func(tp *TenantProfile) sortKey { return numKey(tp.CreatedTime) },
 		"name":        func(tp *TenantProfile) sortKey { return strKey(tp.Name) },
-		// "id" of /api/tenantProfileInfos (ListTenantProfileInfos): PostgreSQL
-		// orders uuids by their bytes, as their canonical strings.
-		"idString":    func(tp *TenantProfile) sortKey { return strKey(tp.ID.ID.String()) },
+		"id":          func(tp *TenantProfile) sortKey { return idKey(tp.ID.ID) }, // ThingsBoard's default sort
 		"description": func(tp *TenantProfile) sortKey { return strKey(tp.Description) },
 		"isDefault": func(tp *TenantProfile) sortKey {
 			if tp.Default {
@@ -574,8 +572,7 @@ var tenantProfileInfoPages = pageSpec[*TenantProfile]{
 	keys: map[string]func(*TenantProfile) sortKey{
 		"createdTime": tenantProfilePages.keys["createdTime"],
 		"name":        tenantProfilePages.keys["name"],
-		// PostgreSQL orders uuids by their bytes, as their canonical strings.
-		"id": func(tp *TenantProfile) sortKey { return strKey(tp.ID.ID.String()) },
+		"id":          tenantProfilePages.keys["id"],
 	},
 }
 

@@ -229,6 +229,7 @@ func (e *Engine) DeleteView(ctx context.Context, p *Principal, id uuid.UUID) err
 var viewPages = pageSpec[*View]{
 	text: func(v *View) string { return v.Name },
 	keys: map[string]func(*View) sortKey{
+		"id":          func(v *View) sortKey { return idKey(v.ID.ID) },
 		"createdTime": func(v *View) sortKey { return numKey(v.CreatedTime) },
 		"name":        func(v *View) sortKey { return strKey(v.Name) },
 		"type":        func(v *View) sortKey { return strKey(v.Type) },
