@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,8 +47,9 @@ func deviceTopic(id uuid.UUID) string { return deviceTopicPrefix + id.String() }
 // true; ok = false when timeout passed first, or when the device's credentials
 // changed (the token may be revoked; 408, as ThingsBoard closes the device's
 // sessions). When the node's notifications were interrupted meanwhile (a
-// resync), the change may have been lost: the poll then answers every shared
-// attribute of the device, {"k":v,...}, unless it has none. A deletion of the
+// resync), a change may have been lost: the poll then answers the shared
+// attributes of the device updated since it started (resyncSkew before, see
+// sharedSince), {"k":v,...}, and keeps waiting when there are none. A deletion of the
 // device is ErrDeviceDeleted; ctx ending is ctx.Err(); a poll past a long-poll
 // cap is a *LimitError at once (see admitPoll).
 // The body may be shared with other waiters: callers must not modify it.
@@ -112,6 +114,9 @@ func noticeKeys(msg []byte) []string {
 // is never missed; the notifier's resync (evict.go), which says some messages
 // may have been lost, is watched as the RPC poll watches it (WaitRPC).
 func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, token string, timeout time.Duration) ([]byte, error) {
+	// What a resync answers is what changed from here on (sharedSince); taken
+	// before the poll counts as open (OpenPolls).
+	since := e.now().Add(-resyncSkew).UnixMilli()
 	release, err := e.admitPoll(deviceID)
 	if err != nil {
 		return nil, err
@@ -145,7 +150,7 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, token string,
 			return nil, err
 		}
 		if resynced {
-			if body, err := e.sharedState(ctx, deviceID); err != nil || body != nil {
+			if body, err := e.sharedSince(ctx, deviceID, since); err != nil || body != nil {
 				return body, err
 			}
 		}
@@ -209,14 +214,33 @@ func (e *Engine) sharedChange(ctx context.Context, deviceID uuid.UUID, msg []byt
 	return sharedUpdateBody(attrs), nil
 }
 
-// sharedState is what a poll answers after a resync, when a change may have
-// been lost: every shared attribute of the device, as one save would publish
-// it ({"k":v,...}; a device applies updates idempotently); nil when it has
-// none. A deletion lost in the gap is not in it: nothing records deletions.
-func (e *Engine) sharedState(ctx context.Context, deviceID uuid.UUID) ([]byte, error) {
+// resyncSkew is how far before a poll's start a shared attribute's update may
+// be dated and still be answered after a resync (sharedSince). The update is
+// dated by the clock of the node that saved it (SaveAttributes: lastUpdateTs),
+// the poll's start by this node's: with the nodes' clocks apart by up to this
+// much, a change saved after the poll started, which the poll may have missed,
+// is never taken for one the device had before it polled.
+const resyncSkew = 5 * time.Second
+
+// sharedSince is what a poll answers after a resync, when a change may have
+// been lost: the device's shared attributes whose last update (the entry's
+// Ts, its lastUpdateTs) is at or after since, as one save would publish them
+// ({"k":v,...}; a device applies updates idempotently); nil when there are
+// none, and the poll keeps waiting. Not every shared attribute: after a Redis
+// reconnect every open poll of the node resyncs at once, and answering each
+// device its whole state would be a spurious update for all of them (fw_* and
+// sw_* keys included, which can restart a device's OTA flow). An attribute
+// updated up to resyncSkew before the poll started may be answered although
+// the device had it; a deletion lost in the gap is not answered: nothing
+// records deletions.
+func (e *Engine) sharedSince(ctx context.Context, deviceID uuid.UUID, since int64) ([]byte, error) {
 	attrs, err := e.store.GetAttributes(ctx, deviceID, storage.SharedScope, nil)
-	if err != nil || len(attrs) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	attrs = slices.DeleteFunc(attrs, func(a kv.Entry) bool { return a.Ts < since })
+	if len(attrs) == 0 {
+		return nil, nil
 	}
 	return sharedUpdateBody(attrs), nil
 }

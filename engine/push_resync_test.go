@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,20 +68,105 @@ func unheard(t *testing.T, bus *mutableNotifier, change func() error) {
 	}
 }
 
+// settableClock makes the engine's clock one the test sets (ms since the
+// epoch), starting an hour ago; set it before any poll starts.
+func (te *testEngine) settableClock() *atomic.Int64 {
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(-time.Hour).UnixMilli())
+	te.now = func() time.Time { return time.UnixMilli(clock.Load()) }
+	return &clock
+}
+
 // TestSharedPollResync: a shared-attribute change lost by the notifier reaches
-// the open poll at the resync, as the device's whole shared state.
+// the open poll at the resync, with the other attributes updated since the
+// poll started, not those the device had before it polled.
 func TestSharedPollResync(t *testing.T) {
 	te, bus := mutedEngine(t)
+	clock := te.settableClock()
 	ctx, dev := context.Background(), te.demo.DemoDeviceID
 	if err := te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "old", Value: kv.LongValue(1)}}); err != nil {
 		t.Fatal(err)
 	}
+	clock.Add((resyncSkew + time.Minute).Milliseconds())
 	res := te.startPoll(t, ctx, dev, time.Hour)
+	clock.Add(time.Second.Milliseconds())
 	unheard(t, bus, func() error {
-		return te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "fw", Value: kv.StringValue("2.0")}})
+		return te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{
+			{Key: "fw", Value: kv.StringValue("2.0")}, {Key: "sw", Value: kv.LongValue(3)}})
 	})
 	r := te.resyncUntil(t, res, "lost shared change")
-	if r.err != nil || !r.ok || string(r.body) != `{"fw":"2.0","old":1}` {
+	if r.err != nil || !r.ok || string(r.body) != `{"fw":"2.0","sw":3}` {
+		t.Fatalf("poll after a resync: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// resyncSeen fires one resync and returns once the open poll of the device
+// with token has looked again after it: its token check, right before its
+// attribute read, loads the token back into the cache the resync emptied.
+// Nothing must have cached the token before the poll started.
+func (te *testEngine) resyncSeen(t *testing.T, token, what string) {
+	t.Helper()
+	cached := func() {
+		t.Helper()
+		deadline := time.Now().Add(pollDeadline)
+		for {
+			if _, ok := te.CachedDeviceByToken(token); ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the poll did not look again", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cached() // the poll's first look, after it took the resync channel
+	te.DropCaches()
+	cached()
+}
+
+// TestSharedPollResyncOnlyOld: a resync answers no attribute saved before the
+// poll started (more than resyncSkew before): the device had it, and an
+// answer would be a spurious update (of fw_* keys, it could restart the
+// device's OTA flow). The poll keeps waiting and answers the next change,
+// with that change only.
+func TestSharedPollResyncOnlyOld(t *testing.T) {
+	te := newTestEngine(t)
+	clock := te.settableClock()
+	ctx, dev := context.Background(), te.demo.DemoDeviceID
+	if err := te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{
+		{Key: "fw_version", Value: kv.StringValue("1.0")}, {Key: "old", Value: kv.LongValue(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add((resyncSkew + time.Second).Milliseconds())
+	res := te.startPoll(t, ctx, dev, time.Hour)
+	te.resyncSeen(t, te.tokenOf(t, dev), "resync with only old attributes")
+	if err := te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "next", Value: kv.LongValue(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := awaitPoll(t, res, "change after resyncs"); r.err != nil || !r.ok || string(r.body) != `{"next":2}` {
+		t.Fatalf("poll after resyncs and a change: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
+// TestSharedPollResyncSkew: an attribute dated up to resyncSkew before the
+// poll started (by another node whose clock is behind this one's) is
+// answered at a resync: the device may not have had it.
+func TestSharedPollResyncSkew(t *testing.T) {
+	te, bus := mutedEngine(t)
+	clock := te.settableClock()
+	ctx, dev := context.Background(), te.demo.DemoDeviceID
+	if err := te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "old", Value: kv.LongValue(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add((resyncSkew + time.Minute).Milliseconds())
+	res := te.startPoll(t, ctx, dev, time.Hour)
+	// Saved on a node whose clock is behind: dated before the poll started.
+	clock.Add(-(resyncSkew - time.Second).Milliseconds())
+	unheard(t, bus, func() error {
+		return te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "behind", Value: kv.LongValue(2)}})
+	})
+	r := te.resyncUntil(t, res, "change dated before the poll")
+	if r.err != nil || !r.ok || string(r.body) != `{"behind":2}` {
 		t.Fatalf("poll after a resync: %q ok=%v err=%v", r.body, r.ok, r.err)
 	}
 }
