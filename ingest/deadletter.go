@@ -17,21 +17,28 @@ import (
 // Dead-letter files (Spool.deadLetter) are read, listed and replayed here for
 // the operator's `sluice deadletter` while the node may be running, without
 // the spool folder's lock (lockDir), which the node holds as long as it runs.
-// None is needed: the node creates each file, writes its records in one
-// append, syncs it and closes it, and never opens, reads, renames or removes
-// it again. The log passes over their names (listSegments wants a
-// hexadecimal segment number), segment removal names only the log's segments
-// (removeSegments, checkTail), and the spool's start leaves them, and the
-// .replayed files, alone: migratePebble removes only Pebble's own files
-// unless the folder still holds a Pebble store, which a version that writes
-// dead letters moves out at its first start, before it delivers anything.
-// The one overlap is a node appending to a file of the same name, which
-// takes two dead letters in the same nanosecond; the files written here are
-// created exclusively instead.
+// None is needed: the node writes each file whole under a temporary name
+// (tmpSuffix after segSuffix, which isDeadLetter rejects, so neither a listing
+// nor a replay takes it), syncs it and only then gives it its name
+// (placeDeadLetter), and never opens, reads, renames or removes it again: a
+// file under a dead-letter name is complete. The log passes over their names
+// (listSegments wants a hexadecimal segment number), segment removal names
+// only the log's segments (removeSegments, checkTail), and the spool's start
+// leaves them, and the .replayed files, alone: it removes only temporary
+// files a crash left (removeDeadLetterTemps), and migratePebble removes only
+// Pebble's own files unless the folder still holds a Pebble store, which a
+// version that writes dead letters moves out at its first start, before it
+// delivers anything. The files written here are written the same way, and
+// no writer, here or the node, ever takes a name that exists.
 
 // deadLetterTime is the UTC time in a dead-letter file's name, as
 // Spool.deadLetter writes it: fixed width, so names sort by time.
 const deadLetterTime = "20060102T150405.000000000Z"
+
+// tmpSuffix ends the name of a dead-letter file being written, after
+// segSuffix: isDeadLetter rejects it, and the spool's start removes one a
+// crash left (removeDeadLetterTemps).
+const tmpSuffix = ".tmp"
 
 // replayedSuffix ends the name of a dead-letter file once replayed: the file
 // is kept, but a listing and a second replay no longer take it for one to do.
@@ -189,8 +196,9 @@ func WriteDeadLetter(dir string, rows []storage.Row, vers []uint64) (string, err
 // writeDeadLetter writes the rows of dl at idx to a new dead-letter file in
 // dir, as Spool.deadLetter does (each row a record with the lane and sequence
 // number it came from and its own version), and returns its path. The file
-// is created exclusively, so neither the node nor another replay appends to
-// it, and a failed write removes it.
+// is written under a temporary name and placed like the node's
+// (writeDeadLetterFile), so neither the node nor another replay sees it
+// incomplete or writes to it, and a failed write leaves nothing.
 func writeDeadLetter(dir string, dl *DeadLetter, idx []int) (string, error) {
 	var enc recordEncoder
 	var buf []byte
@@ -199,33 +207,113 @@ func writeDeadLetter(dir string, dl *DeadLetter, idx []int) (string, error) {
 		buf = enc.append(append(buf, make([]byte, recHeaderLen)...), dl.Rows, []int32{int32(i)}, dl.Versions[i])
 		putHeader(buf[start:], dl.from[i].lane, dl.from[i].seq, crc32.Checksum(buf[start+recHeaderLen:], castagnoli))
 	}
-	f, err := createDeadLetter(dir)
-	if err != nil {
-		return "", fmt.Errorf("cannot create a dead-letter file: %w", err)
+	return writeDeadLetterFile(dir, buf)
+}
+
+// deadLetterName is the path of a dead-letter file of dir named for the time
+// now.
+func deadLetterName(dir string) string {
+	return filepath.Join(dir, deadLetterPrefix+time.Now().UTC().Format(deadLetterTime)+segSuffix)
+}
+
+// writeDeadLetterFile writes buf, whole records, to a new dead-letter file in
+// dir and returns its path: under a temporary name (tmpSuffix) created
+// exclusively, synced, then placed under its own name (placeDeadLetter) and
+// the folder synced, so a file under a dead-letter name is always complete,
+// the name survives a power cut once it returns, and a failure leaves no
+// file. A crash before it returns may leave the temporary file, which the
+// spool's next start removes.
+func writeDeadLetterFile(dir string, buf []byte) (string, error) {
+	var f *os.File
+	for {
+		var err error
+		f, err = os.OpenFile(deadLetterName(dir)+tmpSuffix, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("cannot create a dead-letter file: %w", err)
+		}
 	}
-	_, err = f.Write(buf)
+	tmp := f.Name()
+	_, err := f.Write(buf)
 	if err == nil {
 		err = syncData(f)
 	}
 	if err := errors.Join(err, f.Close()); err != nil {
-		return "", fmt.Errorf("cannot write the dead-letter file %s: %w", f.Name(), errors.Join(err, os.Remove(f.Name())))
+		return "", fmt.Errorf("cannot write the dead-letter file %s: %w", tmp, errors.Join(err, os.Remove(tmp)))
+	}
+	path, err := placeDeadLetter(dir, tmp)
+	if err != nil {
+		return "", fmt.Errorf("cannot name the dead-letter file %s: %w", tmp, errors.Join(err, os.Remove(tmp)))
 	}
 	if err := syncDir(dir); err != nil {
-		return "", fmt.Errorf("cannot sync the folder of the dead-letter file %s: %w", f.Name(), err)
+		return "", fmt.Errorf("cannot sync the folder of the dead-letter file %s: %w", path, err)
 	}
-	return f.Name(), nil
+	return path, nil
 }
 
-// createDeadLetter creates a dead-letter file named for the time now, taking
-// the next nanosecond's name should one be taken.
-func createDeadLetter(dir string) (*os.File, error) {
+// placeDeadLetter gives the complete file tmp a dead-letter name of dir, for
+// the time now and not taken yet (the next nanosecond's should it be), and
+// returns it. It links the name to the file, which fails rather than replace
+// a file of that name, then removes tmp; where the file system has no hard
+// links, it renames tmp to a name it found free (a writer taking that name
+// in between would need the same nanosecond).
+func placeDeadLetter(dir, tmp string) (string, error) {
 	for {
-		path := filepath.Join(dir, deadLetterPrefix+time.Now().UTC().Format(deadLetterTime)+segSuffix)
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if !errors.Is(err, os.ErrExist) {
-			return f, err
+		path := deadLetterName(dir)
+		err := os.Link(tmp, path)
+		if errors.Is(err, os.ErrExist) {
+			continue
 		}
+		if err == nil {
+			// Left behind should this fail: removed at the spool's next start.
+			os.Remove(tmp)
+			return path, nil
+		}
+		if _, serr := os.Lstat(tmp); serr != nil {
+			return "", err // tmp itself is gone (removed by a starting spool)
+		}
+		switch _, serr := os.Lstat(path); {
+		case serr == nil:
+			continue
+		case !errors.Is(serr, os.ErrNotExist):
+			return "", serr
+		}
+		if rerr := os.Rename(tmp, path); rerr != nil {
+			return "", errors.Join(err, rerr)
+		}
+		return path, nil
 	}
+}
+
+// removeDeadLetterTemps removes the temporary dead-letter files of dir
+// (tmpSuffix), which only a crash, or a replay that failed to remove its
+// own, leaves: their rows are still where they came from (the spool's log
+// delivers them again, as their record was not done; the file a replay was
+// replaying is unchanged), and a complete file of theirs already has its
+// own name. A replay writing one while the node starts loses it and fails,
+// changing no file. It returns how many it removed.
+func removeDeadLetterTemps(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, deadLetterPrefix) || !strings.HasSuffix(name, segSuffix+tmpSuffix) || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		return n, syncDir(dir)
+	}
+	return 0, nil
 }
 
 // Replayed is what a replay of a dead-letter file did.
@@ -260,9 +348,17 @@ type Replayed struct {
 // version kept also means that a delete made after the row was first
 // acknowledged still hides it.
 func ReplayDeadLetter(ctx context.Context, w Sink, path string) (Replayed, error) {
-	if name := filepath.Base(path); !strings.HasPrefix(name, deadLetterPrefix) {
-		// A segment of the log renamed away under the node would lose its records.
-		return Replayed{}, fmt.Errorf("%s is not a dead-letter file (%s…)", name, deadLetterPrefix)
+	// Only a name a listing shows: a segment of the log renamed away under the
+	// node would lose its records, a file being written (tmpSuffix) is not
+	// complete yet, and a replayed one would be replayed again.
+	switch name := filepath.Base(path); {
+	case isDeadLetter(name):
+	case strings.HasPrefix(name, deadLetterPrefix) && strings.HasSuffix(name, replayedSuffix):
+		return Replayed{}, fmt.Errorf("%s was replayed already (its name ends in %s); to replay it again, rename it without %s", name, replayedSuffix, replayedSuffix)
+	case strings.HasPrefix(name, deadLetterPrefix) && strings.HasSuffix(name, tmpSuffix):
+		return Replayed{}, fmt.Errorf("%s is a dead-letter file being written, or one a crash left unfinished (its rows are still in the spool), not one to replay", name)
+	default:
+		return Replayed{}, fmt.Errorf("%s is not a dead-letter file (%s…%s)", name, deadLetterPrefix, segSuffix)
 	}
 	renamed := path + replayedSuffix
 	if _, err := os.Lstat(renamed); err == nil {

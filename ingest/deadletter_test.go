@@ -199,7 +199,8 @@ func TestDeadLetterReplayTwice(t *testing.T) {
 
 // TestDeadLetterReplayChangesNothing: a replay that fails leaves the folder as
 // it was: the store unavailable, the store refusing every row (the cause not
-// mended), a file renamed before, a segment of the log.
+// mended), a file renamed before, a name no listing shows (a file replayed
+// already, one being written, a segment of the log).
 func TestDeadLetterReplayChangesNothing(t *testing.T) {
 	refuseAll := &poisonSink{memSink: newMemSink(), all: true}
 	for _, c := range []struct {
@@ -214,6 +215,19 @@ func TestDeadLetterReplayChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			return path
+		}},
+		{"replayed file", newMemSink(), func(t *testing.T, path string) string {
+			// Not replayed again, nor renamed .replayed.replayed.
+			if err := os.Rename(path, path+replayedSuffix); err != nil {
+				t.Fatal(err)
+			}
+			return path + replayedSuffix
+		}},
+		{"being written", newMemSink(), func(t *testing.T, path string) string {
+			if err := os.Rename(path, path+tmpSuffix); err != nil {
+				t.Fatal(err)
+			}
+			return path + tmpSuffix
 		}},
 		{"segment", newMemSink(), func(t *testing.T, path string) string {
 			seg := filepath.Join(filepath.Dir(path), segName(1))

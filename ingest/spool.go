@@ -228,6 +228,14 @@ func OpenSpool(cfg SpoolConfig, sink Sink) (*Spool, error) {
 		lock.Close()
 		return nil, fmt.Errorf("cannot move the telemetry spool in %s out of Pebble: %w", cfg.Dir, err)
 	}
+	// A dead-letter file a crash left unfinished: its rows are still in the
+	// log, whose record was not done, and go again (removeDeadLetterTemps).
+	if n, err := removeDeadLetterTemps(cfg.Dir); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("cannot remove the unfinished dead-letter files in %s: %w", cfg.Dir, err)
+	} else if n > 0 {
+		log.Warn("telemetry spool: removed unfinished dead-letter files (left by a crash); their rows are still in the spool, or in the file a replay was replaying", "files", n)
+	}
 	s := &Spool{cfg: cfg, sink: sink, log: log, lock: lock, quit: make(chan struct{})}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
@@ -1203,7 +1211,10 @@ func (s *Spool) isolate(l *lane, rows []storage.Row, repeat []bool, vers []uint6
 // the spool's folder, synced, its name too, and returns its path. The file is
 // a segment in the log's format, each row a record with the lane and sequence
 // number of the record it came from and its own version, so a replay reads it
-// as the log (scanSegment, decodeVersioned).
+// as the log (scanSegment, decodeVersioned). It is written whole under a
+// temporary name, synced, and only then given its name, which it never
+// shares with another file (writeDeadLetterFile): a listing or a replay while
+// it is written never sees it, complete or not.
 func (s *Spool) deadLetter(lane byte, seq uint64, rows []storage.Row, vers []uint64, dead []int) (string, error) {
 	var enc recordEncoder
 	var buf []byte
@@ -1214,20 +1225,7 @@ func (s *Spool) deadLetter(lane byte, seq uint64, rows []storage.Row, vers []uin
 	}
 	s.deadMu.Lock()
 	defer s.deadMu.Unlock()
-	path := filepath.Join(s.cfg.Dir, deadLetterPrefix+time.Now().UTC().Format("20060102T150405.000000000Z")+segSuffix)
-	// Appended to, should two get the same name: each write is whole records.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(buf)
-	if err == nil {
-		err = syncData(f)
-	}
-	if err := errors.Join(err, f.Close()); err != nil {
-		return "", err
-	}
-	return path, syncDir(s.cfg.Dir)
+	return writeDeadLetterFile(s.cfg.Dir, buf)
 }
 
 // FlushEntity delivers what the spool took for the entity's lane before the

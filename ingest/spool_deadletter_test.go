@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,5 +245,128 @@ func TestSpoolNoDeadLetterAfterOldDeliveries(t *testing.T) {
 	}
 	if rows, _ := s.Depth(); rows != 10 {
 		t.Fatalf("%d rows left, want all 10", rows)
+	}
+}
+
+// TestSpoolDeadLetterTempLeftover: a dead-letter file a crash left
+// unfinished (its temporary name) is neither listed nor replayed, and the
+// spool's next start removes it; dead-letter files, replayed ones and the
+// log are left alone. A file the spool writes leaves no temporary name.
+func TestSpoolDeadLetterTempLeftover(t *testing.T) {
+	dir := t.TempDir()
+	s := openIdle(t, dir, 1, newMemSink())
+	rows := testRows(uuid.New(), 0, 4)
+	path, err := s.deadLetter(0, 1, rows, make([]uint64, len(rows)), []int{0, 1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close(context.Background())
+	for _, name := range dirNames(t, dir) {
+		if filepath.Ext(name) == tmpSuffix {
+			t.Fatalf("%s left after a dead letter was written", name)
+		}
+	}
+	replayed := path[:len(path)-len(".seg")] + "1.seg" + replayedSuffix
+	if err := os.WriteFile(replayed, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash leaves: part of a file, under its temporary name.
+	whole, _ := os.ReadFile(path)
+	leftover := path[:len(path)-len(".seg")] + "2.seg" + tmpSuffix
+	if err := os.WriteFile(leftover, whole[:len(whole)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := ListDeadLetters(dir)
+	if err != nil || len(files) != 1 || files[0].Path != path || files[0].Rows != 4 || files[0].Damaged != 0 {
+		t.Fatalf("listed %+v, %v", files, err)
+	}
+	if _, err := ReplayDeadLetter(context.Background(), newMemSink(), leftover); err == nil {
+		t.Fatal("an unfinished dead-letter file was replayed")
+	}
+	deadNames := func() []string {
+		return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !strings.HasPrefix(n, deadLetterPrefix) })
+	}
+	before := deadNames()
+
+	s = openIdle(t, dir, 1, newMemSink())
+	defer s.Close(context.Background())
+	want := slices.DeleteFunc(before, func(n string) bool { return n == filepath.Base(leftover) })
+	if after := deadNames(); len(want) != 2 || !slices.Equal(after, want) {
+		t.Fatalf("dead-letter files after the start %v, want %v", after, want)
+	}
+}
+
+// TestDeadLetterNeverSeenIncomplete: while the node writes dead letters (the
+// spool's writer) and a replay writes the rows still refused (WriteDeadLetter),
+// a listing and a replay running meanwhile only ever see whole files, and no
+// write lands in a file already renamed .replayed: every row is read exactly
+// once.
+func TestDeadLetterNeverSeenIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	const files, perFile = 100, 20
+	s := &Spool{cfg: SpoolConfig{Dir: dir}}
+	rows := testRows(uuid.New(), 0, perFile)
+	all := make([]int, perFile)
+	for i := range all {
+		all[i] = i
+	}
+	errs := make(chan error, 2)
+	write := func(f func() error) {
+		for range files {
+			if err := f(); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}
+	go write(func() error { _, err := s.deadLetter(0, 1, rows, make([]uint64, perFile), all); return err })
+	go write(func() error { _, err := WriteDeadLetter(dir, rows, make([]uint64, perFile)); return err })
+
+	sink := newMemSink()
+	replayed, writers := 0, 2
+	check := func() {
+		t.Helper()
+		listed, err := ListDeadLetters(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range listed {
+			if f.Rows != perFile || f.Damaged != 0 {
+				t.Fatalf("listed %s with %d rows, %d damaged: want %d whole rows", f.Name, f.Rows, f.Damaged, perFile)
+			}
+			res, err := ReplayDeadLetter(context.Background(), sink, f.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Rows != perFile || res.Damaged != 0 {
+				t.Fatalf("replayed %s: %+v", f.Name, res)
+			}
+			replayed++
+		}
+	}
+	for writers > 0 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+			writers--
+		default:
+		}
+		check()
+	}
+	check()
+	if replayed != 2*files || sink.count() != 2*files*perFile {
+		t.Fatalf("%d files replayed with %d rows, want %d with %d", replayed, sink.count(), 2*files, 2*files*perFile)
+	}
+	for _, name := range dirNames(t, dir) {
+		if !strings.HasSuffix(name, segSuffix+replayedSuffix) || strings.HasSuffix(name, replayedSuffix+replayedSuffix) {
+			t.Fatalf("left in the folder: %s", name)
+		}
+		// A write that landed in a file after its replay shows as more rows.
+		if got, _, damaged, err := ReadDeadLetter(filepath.Join(dir, name)); err != nil || damaged != 0 || len(got) != perFile {
+			t.Fatalf("%s: %d rows, %d damaged, %v; want %d whole rows", name, len(got), damaged, err, perFile)
+		}
 	}
 }

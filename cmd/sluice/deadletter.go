@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -33,7 +34,8 @@ run while the node runs.
   show FILE        the rows of FILE as JSON lines
   replay FILE...   write the rows of each FILE to ClickHouse; rows it still
                    refuses go to a new dead-letter file; FILE is renamed to
-                   FILE.replayed
+                   FILE.replayed. It creates nothing in ClickHouse: the
+                   database must hold the tables of a node of this version.
 
 FILE is a name in the spool folder, or a path.
 `
@@ -171,8 +173,12 @@ func jsonValue(v kv.Value) any {
 }
 
 // replayDeadLetters replays each file into the configured ClickHouse, opened
-// as the node opens it but without waiting for it: a replay while ClickHouse
-// is unavailable fails and changes no file.
+// as the node opens it but without waiting for it, and without creating or
+// migrating anything: a database that is not one a node of this version
+// uses (a wrong CLICKHOUSE_DATABASE, or the defaults of a missing
+// configuration file) is refused rather than created empty and written to.
+// A replay while ClickHouse is unavailable fails and changes no file. The
+// target is printed before anything is written.
 func replayDeadLetters(cfg config.Config, dir string, files []string, stdout io.Writer) error {
 	if !cfg.Production() {
 		return errors.New("no ClickHouse configured (CLICKHOUSE_ADDR): there is nothing to replay into")
@@ -180,11 +186,15 @@ func replayDeadLetters(cfg config.Config, dir string, files []string, stdout io.
 	// Interrupted, a replay stops as when ClickHouse goes away: no file changed.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ch, err := clickhouse.Open(ctx, node.ClickHouseOptions(cfg))
+	opts := node.ClickHouseOptions(cfg)
+	opts.NoMigrate = true
+	target := clickHouseTarget(opts)
+	ch, err := clickhouse.Open(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("cannot use ClickHouse at %s (CLICKHOUSE_ADDR); no file changed: %w", cfg.ClickHouse.CHAddr, err)
+		return fmt.Errorf("cannot use %s (CLICKHOUSE_ADDR, CLICKHOUSE_DATABASE); no file changed: %w", target, err)
 	}
 	defer ch.Close()
+	fmt.Fprintf(stdout, "replaying into %s\n", target)
 	var failed []error
 	for _, f := range files {
 		path := inSpool(dir, f)
@@ -196,6 +206,19 @@ func replayDeadLetters(cfg config.Config, dir string, files []string, stdout io.
 		printReplayed(stdout, path, res)
 	}
 	return errors.Join(failed...)
+}
+
+// clickHouseTarget names where a replay writes, as opts (the node's) say.
+func clickHouseTarget(opts clickhouse.Options) string {
+	db := opts.Database
+	if db == "" {
+		db = "sluice" // clickhouse.Open's default
+	}
+	t := fmt.Sprintf("ClickHouse at %s, database %s", strings.Join(opts.Addrs, ","), db)
+	if opts.Cluster != "" {
+		t += ", cluster " + opts.Cluster
+	}
+	return t
 }
 
 func printReplayed(w io.Writer, path string, res ingest.Replayed) {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-iot/sluice/internal/version"
 	"github.com/sluice-iot/sluice/kv"
 	"github.com/sluice-iot/sluice/storage"
+	"github.com/sluice-iot/sluice/storage/clickhouse"
 )
 
 // runDeadLetter runs `sluice deadletter args…` with the environment env and
@@ -156,15 +157,14 @@ func TestDeadLetterCommandReplayUnavailable(t *testing.T) {
 	}
 }
 
-// TestDeadLetterCommandReplayClickHouse replays a file into a real ClickHouse
-// with the node's configuration variables: the rows are stored in
-// CLICKHOUSE_DATABASE and the file is renamed; replaying the name again fails,
-// the file being gone.
-func TestDeadLetterCommandReplayClickHouse(t *testing.T) {
+// testDatabase names a ClickHouse database of the test's own, dropped when
+// it ends, and returns the name and a connection to the server.
+func testDatabase(t *testing.T, prefix string) (string, ch.Conn, string) {
+	t.Helper()
 	addr := testenv.Service(t, "CLICKHOUSE_ADDR")[0]
 	var b [6]byte
 	rand.Read(b[:])
-	db := "sluice_test_deadletter_cli_" + hex.EncodeToString(b[:])
+	db := prefix + hex.EncodeToString(b[:])
 	conn, err := ch.Open(&ch.Options{Addr: []string{addr}})
 	if err != nil {
 		t.Fatal(err)
@@ -173,12 +173,28 @@ func TestDeadLetterCommandReplayClickHouse(t *testing.T) {
 		conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
 		conn.Close()
 	})
+	return addr, conn, db
+}
+
+// TestDeadLetterCommandReplayClickHouse replays a file into a real ClickHouse
+// with the node's configuration variables: the target is printed, the rows
+// are stored in CLICKHOUSE_DATABASE and the file is renamed; replaying the
+// name again fails, the file being gone.
+func TestDeadLetterCommandReplayClickHouse(t *testing.T) {
+	addr, conn, db := testDatabase(t, "sluice_test_deadletter_cli_")
+	// The database as a node leaves it: a replay creates nothing.
+	store, err := clickhouse.Open(context.Background(), clickhouse.Options{Addrs: []string{addr}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
 	id := uuid.New()
 	data, path, _ := spoolWithDeadLetter(t, deadRows(id, kv.LongValue(1), kv.StringValue("two"), kv.DoubleValue(3.5)))
 	env := []string{"SLUICE_DATA_DIR=" + data, "CLICKHOUSE_ADDR=" + addr, "CLICKHOUSE_DATABASE=" + db, "REDIS_ADDR=127.0.0.1:1"}
 
 	code, out, errOut := runDeadLetter(env, "replay", path)
-	if code != 0 || errOut != "" || !strings.Contains(out, "3 of 3 rows written") {
+	target := "replaying into ClickHouse at " + addr + ", database " + db + "\n"
+	if code != 0 || errOut != "" || !strings.HasPrefix(out, target) || !strings.Contains(out, "3 of 3 rows written") {
 		t.Fatalf("replay: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if _, err := os.Stat(path + ".replayed"); err != nil {
@@ -193,5 +209,98 @@ func TestDeadLetterCommandReplayClickHouse(t *testing.T) {
 	}
 	if code, _, errOut := runDeadLetter(env, "replay", path); code != 1 || errOut == "" {
 		t.Fatalf("second replay: exit %d, stderr %q", code, errOut)
+	}
+	// The renamed file is refused by name: replayed already.
+	if code, _, errOut := runDeadLetter(env, "replay", path+".replayed"); code != 1 || !strings.Contains(errOut, "replayed already") {
+		t.Fatalf("replay of the .replayed file: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(path + ".replayed.replayed"); !os.IsNotExist(err) {
+		t.Fatalf("the replayed file was replayed again: %v", err)
+	}
+}
+
+// TestDeadLetterCommandReplayNoDatabase: a replay into a database that does
+// not exist (a wrong CLICKHOUSE_DATABASE) fails, naming the address and the
+// database, creates nothing and changes no file.
+func TestDeadLetterCommandReplayNoDatabase(t *testing.T) {
+	addr, conn, db := testDatabase(t, "sluice_test_deadletter_nodb_")
+	data, path, _ := spoolWithDeadLetter(t, deadRows(uuid.New(), kv.LongValue(1)))
+	before, _ := os.ReadFile(path)
+	env := []string{"SLUICE_DATA_DIR=" + data, "CLICKHOUSE_ADDR=" + addr, "CLICKHOUSE_DATABASE=" + db, "REDIS_ADDR=127.0.0.1:1"}
+	code, out, errOut := runDeadLetter(env, "replay", path)
+	if code != 1 || out != "" || !strings.Contains(errOut, "no file changed") ||
+		!strings.Contains(errOut, addr) || !strings.Contains(errOut, db) || !strings.Contains(errOut, "no database") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var n uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", db).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the replay created the database %s", db)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("the file changed")
+	}
+	if names, _ := filepath.Glob(filepath.Join(data, "spool", "*")); len(names) != 1 {
+		t.Fatalf("spool folder holds %v", names)
+	}
+}
+
+// TestDeadLetterCommandReplayEmptyDatabase: a database that exists without
+// Sluice's tables (another application's, or one created by hand) is
+// refused the same way, and left without tables.
+func TestDeadLetterCommandReplayEmptyDatabase(t *testing.T) {
+	addr, conn, db := testDatabase(t, "sluice_test_deadletter_empty_")
+	if err := conn.Exec(context.Background(), "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	data, path, _ := spoolWithDeadLetter(t, deadRows(uuid.New(), kv.LongValue(1)))
+	env := []string{"SLUICE_DATA_DIR=" + data, "CLICKHOUSE_ADDR=" + addr, "CLICKHOUSE_DATABASE=" + db, "REDIS_ADDR=127.0.0.1:1"}
+	code, out, errOut := runDeadLetter(env, "replay", filepath.Base(path))
+	if code != 1 || out != "" || !strings.Contains(errOut, db) || !strings.Contains(errOut, "no table telemetry") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var n uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.tables WHERE database = ?", db).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the replay created %d tables in %s", n, db)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeadLetterCommandReplayOldSchema: a database a node of an earlier
+// version left, its schema not migrated to this version's, is refused: the
+// replay migrates nothing.
+func TestDeadLetterCommandReplayOldSchema(t *testing.T) {
+	addr, conn, db := testDatabase(t, "sluice_test_deadletter_old_")
+	ctx := context.Background()
+	for _, stmt := range []string{
+		"CREATE DATABASE " + db,
+		"CREATE TABLE " + db + ".telemetry (x UInt8) ENGINE = Memory",
+		"CREATE TABLE " + db + ".telemetry_repeats (x UInt8) ENGINE = Memory",
+		"CREATE TABLE " + db + ".schema_migrations (version UInt32, name String) ENGINE = Memory",
+		"INSERT INTO " + db + ".schema_migrations SELECT toUInt32(1), 'telemetry history'",
+	} {
+		if err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, path, _ := spoolWithDeadLetter(t, deadRows(uuid.New(), kv.LongValue(1)))
+	env := []string{"SLUICE_DATA_DIR=" + data, "CLICKHOUSE_ADDR=" + addr, "CLICKHOUSE_DATABASE=" + db, "REDIS_ADDR=127.0.0.1:1"}
+	code, out, errOut := runDeadLetter(env, "replay", path)
+	if code != 1 || out != "" || !strings.Contains(errOut, "schema version 1") || !strings.Contains(errOut, "no file changed") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".schema_migrations").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d migrations recorded (%v): the replay migrated", n, err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
 	}
 }

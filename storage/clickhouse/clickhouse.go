@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,8 @@ import (
 type Options struct {
 	// Addrs are host:port addresses of the native protocol; several are tried in order.
 	Addrs []string
-	// Database holds the tables; it is created when missing. Default "sluice".
+	// Database holds the tables; it is created when missing (unless
+	// NoMigrate). Default "sluice".
 	Database string
 	Username string
 	Password string
@@ -43,6 +45,13 @@ type Options struct {
 	// took in 0.72-0.75M rows/s without it against 0.67-0.70M with it, the node
 	// and ClickHouse on the same 2 cores (bench/RESULTS.md).
 	Compression string
+	// NoMigrate opens without creating or changing anything: no database, no
+	// table, no migration. Open then fails unless the database holds the
+	// tables of every migration (schema.go), as a node of this version left
+	// them on the server it connects to: for a tool that must not write into
+	// a fresh database because a name or an address was wrong
+	// (`sluice deadletter replay`).
+	NoMigrate bool
 }
 
 // Store is the ClickHouse telemetry back end. It is safe for concurrent use.
@@ -71,7 +80,8 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Open connects, creates the database when missing and applies the schema
 // migrations it has not applied yet (see schema.go): on a cluster, on every
-// server of it (see cluster.go).
+// server of it (see cluster.go). With Options.NoMigrate it only checks that
+// the schema is there (checkSchema).
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if len(opts.Addrs) == 0 {
 		opts.Addrs = []string{"127.0.0.1:9000"}
@@ -100,9 +110,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.conn = conn
-	if s.cluster == "" {
+	switch {
+	case opts.NoMigrate:
+		err = s.checkSchema(ctx)
+	case s.cluster == "":
 		err = s.migrate(ctx, conn)
-	} else {
+	default:
 		err = s.migrateCluster(ctx)
 	}
 	if err != nil {
@@ -117,6 +130,61 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.unlimitedPartitions = n > 0
 	return s, nil
+}
+
+// checkSchema is Open's check with Options.NoMigrate: the database exists on
+// the server connected to and holds every migration of this version, and the
+// tables a history write goes to (telemetry, telemetry_repeats: on a cluster
+// the Distributed tables). Its errors name the address and the database. On a
+// cluster it also lists the servers, as migrateCluster does (Drop).
+func (s *Store) checkSchema(ctx context.Context) error {
+	where := fmt.Sprintf("database %q at %v", s.opts.Database, s.opts.Addrs)
+	var dbs uint64
+	if err := s.conn.QueryRow(ctx, `SELECT count() FROM system.databases WHERE name = ?`, s.opts.Database).Scan(&dbs); err != nil {
+		return fail("look for the "+where, err)
+	}
+	if dbs == 0 {
+		return fmt.Errorf("clickhouse: no %s (check the address and the database name); nothing was created", where)
+	}
+	var tables []string
+	rows, err := s.conn.Query(ctx, `SELECT name FROM system.tables WHERE database = ?`, s.opts.Database)
+	if err != nil {
+		return fail("list the tables of "+where, err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fail("list the tables of "+where, err)
+		}
+		tables = append(tables, name)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fail("list the tables of "+where, err)
+	}
+	for _, t := range []string{"telemetry", "telemetry_repeats", "schema_migrations"} {
+		if !slices.Contains(tables, t) {
+			return fmt.Errorf("clickhouse: no table %s in %s: not a database a Sluice node uses (check the address and the database name); nothing was created", t, where)
+		}
+	}
+	var applied uint32
+	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM "+s.table("schema_migrations")).Scan(&applied); err != nil {
+		return fail("read the schema version of "+where, err)
+	}
+	if latest := migrations[len(migrations)-1].version; int(applied) < latest {
+		return fmt.Errorf("clickhouse: %s has schema version %d, this version of Sluice needs %d: start a node of this version first (it migrates the schema); nothing was changed", where, applied, latest)
+	}
+	if s.cluster != "" {
+		servers, err := clusterServers(ctx, s.conn, s.cluster)
+		if err != nil {
+			return err
+		}
+		if len(servers) == 0 {
+			return fmt.Errorf("clickhouse: cluster %q is not in remote_servers of the server at %v", s.cluster, s.opts.Addrs)
+		}
+		s.servers = servers
+	}
+	return nil
 }
 
 // compression maps Options.Compression onto the driver's setting.
