@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
@@ -151,8 +152,9 @@ func (h HTTP) CORSOrigins() []string {
 }
 
 // checkOrigin refuses an entry of CORSAllowedOrigins no browser would send as
-// its Origin (a missing scheme, a path): it would lock out the very pages it
-// names, each request answered 403.
+// its Origin (a missing scheme, a path, upper case, a host not in ASCII, an
+// explicit default port): it would lock out the very pages it names, each
+// request answered 403.
 func checkOrigin(o string) error {
 	if o == "*" {
 		return nil
@@ -162,10 +164,42 @@ func checkOrigin(o string) error {
 		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") {
 		return fmt.Errorf("%q is not an origin: want scheme://host[:port], e.g. https://app.example.com", o)
 	}
+	// Before the case: lower case is no advice for a host that is not ASCII.
+	// url.Parse decodes %-escapes in the host, so those are looked for in o.
+	if !isASCII(o) || strings.Contains(o, "%") {
+		return fmt.Errorf("%q: write the host in ASCII, an internationalized domain name in punycode (xn--…), as browsers send it", o)
+	}
 	if o != strings.ToLower(u.Scheme)+"://"+strings.ToLower(u.Host) {
 		return fmt.Errorf("%q: write the origin in lower case, as browsers send it (%s://%s)", o, strings.ToLower(u.Scheme), strings.ToLower(u.Host))
 	}
+	port := u.Port()
+	if port == "" && strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("%q: drop the ':' after the host, as browsers send it (%s://%s)", o, u.Scheme, strings.TrimSuffix(u.Host, ":"))
+	}
+	if port == "" {
+		return nil
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return fmt.Errorf("%q: the port must be a number from 1 to 65535 without leading zeros, as browsers send it", o)
+	}
+	if p, ok := defaultPorts[u.Scheme]; ok && p == port {
+		// Browsers leave the scheme's default port out of Origin.
+		return fmt.Errorf("%q: drop the port, browsers leave %s's default port out of Origin (%s://%s)", o, u.Scheme, u.Scheme, u.Host[:len(u.Host)-len(port)-1])
+	}
 	return nil
+}
+
+// defaultPorts are the ports browsers leave out of an Origin of the scheme.
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // Proxies parses TrustedProxies.

@@ -66,10 +66,13 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	f("SLUICE_LONG_POLL_MAX_PER_DEVICE=2000000000", "SLUICE_LONG_POLL_MAX_PER_DEVICE")
 	f("SLUICE_DATA_MIN_FREE_MB=-1", "SLUICE_DATA_MIN_FREE_MB")
 	f("SLUICE_REPORT_TIMEOUT=0", "SLUICE_REPORT_TIMEOUT")
-	for _, o := range []string{"app.example.com", "https://app.example.com/app", "https://app.example.com?x", "https://App.example.com", "https://", "https://u@app.example.com"} {
+	for _, o := range []string{"app.example.com", "https://app.example.com/app", "https://app.example.com?x", "https://App.example.com", "https://", "https://u@app.example.com",
+		"https://app.example.com:443", "http://x:80", "https://[::1]:443", "https://app.example.com:", "https://app.example.com:0443", "https://app.example.com:0",
+		"https://bücher.example", "https://b%C3%BCcher.example"} {
 		f("SLUICE_CORS_ALLOWED_ORIGINS=https://ok.example,"+o, "SLUICE_CORS_ALLOWED_ORIGINS")
 	}
-	for _, ok := range []string{"*", "none", "https://app.example.com/", "http://localhost:3000, https://[::1]:8443", "capacitor://localhost"} {
+	for _, ok := range []string{"*", "none", "https://app.example.com/", "http://localhost:3000, https://[::1]:8443", "capacitor://localhost",
+		"https://app.example.com:80", "http://x:443", "https://xn--bcher-kva.example", "capacitor://localhost:443"} {
 		if _, err := Load("", []string{"SLUICE_CORS_ALLOWED_ORIGINS=" + ok}); err != nil {
 			t.Fatalf("origins %q refused: %v", ok, err)
 		}
@@ -83,6 +86,26 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	}
 	if _, err := Load(path, nil); err == nil || !strings.Contains(err.Error(), "JWT_TOKEN_EXPIRATION_TIME") {
 		t.Fatalf("huge file value: %v", err)
+	}
+}
+
+// TestCORSOriginAdvice: an entry browsers would never send as Origin is
+// refused with what to write instead.
+func TestCORSOriginAdvice(t *testing.T) {
+	for origin, want := range map[string]string{
+		"https://app.example.com:443": "drop the port",
+		"http://x:80":                 "drop the port",
+		"https://[::1]:443":           "(https://[::1])",
+		"https://app.example.com:":    "drop the ':'",
+		"https://app.example.com:08":  "without leading zeros",
+		"https://bücher.example":      "punycode",
+		"https://BÜCHER.example":      "punycode",
+		"https://b%C3%BCcher.example": "punycode",
+	} {
+		_, err := Load("", []string{"SLUICE_CORS_ALLOWED_ORIGINS=" + origin})
+		if err == nil || !strings.Contains(err.Error(), "SLUICE_CORS_ALLOWED_ORIGINS") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: want an error saying %q, got %v", origin, want, err)
+		}
 	}
 }
 
