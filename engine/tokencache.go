@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -50,11 +51,35 @@ func (e *Engine) DeviceByToken(ctx context.Context, token string) (*Device, erro
 	return d, nil
 }
 
+// CachedDeviceByToken is DeviceByToken from this node's token cache alone:
+// the device of a token cached and not expired, else ok = false. It reads no
+// storage and records no activity, for counting what a request refused
+// before it was handled (a body over the limit) against its device: a token
+// it does not know, valid or not, costs nothing. The returned Device is
+// shared: callers must not modify it.
+func (e *Engine) CachedDeviceByToken(token string) (d *Device, ok bool) {
+	return e.tokens.peek(e.now(), token)
+}
+
 // tokenCache is the device token cache, with the tokens it holds by their
 // hash: another node publishes the hash of a token to evict, never the token.
 type tokenCache struct {
 	ttlCache[string, *Device]
 	hashes sync.Map // tokenHash → token
+}
+
+// peek is the cached device of token, if one is and has not expired; it
+// loads nothing.
+func (c *tokenCache) peek(now time.Time, token string) (*Device, bool) {
+	x, ok := c.m.Load(token)
+	if !ok {
+		return nil, false
+	}
+	ent := x.(*ttlEntry[*Device])
+	if now.UnixNano() >= ent.expires {
+		return nil, false
+	}
+	return ent.v, true
 }
 
 // evictHash forgets the token of hash h, if it is cached here. When it is

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/storage"
 )
 
 // serve runs one request through h (as the router would: with the matched
@@ -97,32 +98,66 @@ func benchHandler(b *testing.B, h fasthttp.RequestHandler) {
 
 // TestPreroutingCounted: a request fasthttp refuses before routing (a body
 // over the limit) counts under route="prerouting"; a device telemetry body
-// over the limit also counts as too_large against its device.
+// over the limit also counts as too_large against its device when the node
+// has its token cached. A token not cached is neither loaded from storage nor
+// counted, and the refused request is no activity of its device.
 func TestPreroutingCounted(t *testing.T) {
 	n := startTestNode(t)
+	ctx := context.Background()
 	stats := engine.NewIngestStats(false)
 	stats.Start(n.Store, time.Hour, nil)
 	t.Cleanup(func() { stats.Close(context.Background()) })
 	s := New(Config{MaxBodySize: 10, IngestStats: stats}, n.Eng, nil, nil, nil)
 	prerouting := `sluice_http_requests_total{route="prerouting",method="POST",status="413"}`
 	tooLarge := `sluice_telemetry_rejected_requests_total{reason="too_large"}`
-	before, beforeTooLarge := counterValue(t, prerouting), counterValue(t, tooLarge)
-	for _, path := range []string{"/api/v1/" + n.Demo.DemoDeviceToken + "/telemetry", "/api/v1/unknown/telemetry", "/api/device"} {
-		var ctx fasthttp.RequestCtx
-		ctx.Request.Header.SetMethod("POST")
-		ctx.Request.SetRequestURI(path)
-		s.ErrorHandler(&ctx, fasthttp.ErrBodyTooLarge)
+	token, dev := n.Demo.DemoDeviceToken, n.Demo.DemoDeviceID
+	refuse := func(paths ...string) {
+		for _, path := range paths {
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod("POST")
+			ctx.Request.SetRequestURI(path)
+			s.ErrorHandler(&ctx, fasthttp.ErrBodyTooLarge)
+		}
 	}
+	active := func() bool {
+		t.Helper()
+		attrs, err := n.Eng.Attributes(ctx, dev, storage.ServerScope, []string{"active"})
+		if err != nil || len(attrs) != 1 {
+			t.Fatalf("active: %v %v", attrs, err)
+		}
+		return attrs[0].Value.Bool
+	}
+	if active() {
+		t.Fatal("the demo device is active before any request")
+	}
+
+	before, beforeTooLarge := counterValue(t, prerouting), counterValue(t, tooLarge)
+	refuse("/api/v1/"+token+"/telemetry", "/api/v1/unknown/telemetry", "/api/device")
 	if got := counterValue(t, prerouting) - before; got != 3 {
 		t.Fatalf("prerouting 413s counted: %d, want 3", got)
 	}
-	if got := counterValue(t, tooLarge) - beforeTooLarge; got != 1 {
-		t.Fatalf("too_large requests counted: %d, want 1 (the known device's)", got)
+	if got := counterValue(t, tooLarge) - beforeTooLarge; got != 0 {
+		t.Fatalf("too_large requests counted: %d, want 0 (no token cached)", got)
 	}
-	if err := stats.Flush(context.Background()); err != nil {
+	if _, ok := n.Eng.CachedDeviceByToken(token); ok {
+		t.Fatal("a refused request loaded its token")
+	}
+	if active() {
+		t.Fatal("a refused request made its device active")
+	}
+
+	// Once the device has made a request on the node, its oversized bodies count.
+	if _, err := n.Eng.DeviceByToken(ctx, token); err != nil {
 		t.Fatal(err)
 	}
-	c, err := n.Store.Counters(context.Background(), n.Demo.DemoDeviceID)
+	refuse("/api/v1/"+token+"/telemetry", "/api/v1/unknown/telemetry")
+	if got := counterValue(t, tooLarge) - beforeTooLarge; got != 1 {
+		t.Fatalf("too_large requests counted: %d, want 1 (the cached device's)", got)
+	}
+	if err := stats.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := n.Store.Counters(ctx, dev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,12 @@ func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 // (and so no instrument) saw, under route="prerouting". A telemetry body over
 // the limit also counts against its device's ingest statistics, as a
 // compressed one that inflates past the limit does in the handler: its
-// headers, path included, were read.
+// headers, path included, were read. The device is looked up in the node's
+// token cache alone (CachedDeviceByToken): a refused request neither counts
+// as the device's activity nor costs a storage read, which a flood of
+// oversized bodies with made-up tokens would otherwise cost per request. A
+// device whose token is not cached on this node (it has made no request here
+// for the cache's lifetime, 30 s by default) is then not counted.
 func (s *Server) countPrerouting(ctx *fasthttp.RequestCtx, tooLarge bool) {
 	s.reqMetrics.of(ctx.Method(), "prerouting").counter(ctx.Response.StatusCode()).Inc()
 	if !tooLarge || s.cfg.IngestStats == nil {
@@ -213,7 +218,7 @@ func (s *Server) countPrerouting(ctx *fasthttp.RequestCtx, tooLarge bool) {
 	if !ok {
 		return
 	}
-	if dev, err := s.eng.DeviceByToken(s.ctx, token); err == nil {
+	if dev, ok := s.eng.CachedDeviceByToken(token); ok {
 		s.cfg.IngestStats.RejectedRequest(dev.UUID(), engine.RejectTooLarge)
 	}
 }
