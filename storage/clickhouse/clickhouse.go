@@ -175,14 +175,7 @@ func (s *Store) checkSchema(ctx context.Context) error {
 		return fmt.Errorf("clickhouse: %s has schema version %d, this version of Sluice needs %d: start a node of this version first (it migrates the schema); nothing was changed", where, applied, latest)
 	}
 	if s.cluster != "" {
-		servers, err := clusterServers(ctx, s.conn, s.cluster)
-		if err != nil {
-			return err
-		}
-		if len(servers) == 0 {
-			return fmt.Errorf("clickhouse: cluster %q is not in remote_servers of the server at %v", s.cluster, s.opts.Addrs)
-		}
-		s.servers = servers
+		return s.loadServers(ctx)
 	}
 	return nil
 }

@@ -64,6 +64,14 @@ func (s *Store) distributed(table string) string {
 // until a node has migrated it, inserts routed there are refused as
 // unavailable (notTheRows) and their rows wait in the spool.
 func (s *Store) migrateCluster(ctx context.Context) error {
+	if err := s.loadServers(ctx); err != nil {
+		return err
+	}
+	return s.onEveryServer(ctx, "migrate", func(conn driver.Conn) error { return s.migrate(ctx, conn) })
+}
+
+// loadServers reads the servers of the cluster into s.servers.
+func (s *Store) loadServers(ctx context.Context) error {
 	servers, err := clusterServers(ctx, s.conn, s.cluster)
 	if err != nil {
 		return err
@@ -72,7 +80,7 @@ func (s *Store) migrateCluster(ctx context.Context) error {
 		return fmt.Errorf("clickhouse: cluster %q is not in remote_servers of the server at %v", s.cluster, s.opts.Addrs)
 	}
 	s.servers = servers
-	return s.onEveryServer(ctx, "migrate", func(conn driver.Conn) error { return s.migrate(ctx, conn) })
+	return nil
 }
 
 // clusterServers lists host:port of every replica of every shard of cluster, as
