@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -98,4 +100,29 @@ func (e *Engine) evictUserEverywhere(id uuid.UUID) {
 func (e *Engine) evictAPIKeyEverywhere(hash string) {
 	e.apiKeys.evict(hash)
 	e.publishEviction(evictAPIKey, hash)
+}
+
+// resyncSpread spreads the looks of the waits a resync wakes: every long poll
+// of the node wakes at once when Redis comes back, and each reads storage
+// (token, device, attributes or RPCs); spread over this, 10,000 polls do not
+// hit Redis in the same instant. A variable for tests.
+var resyncSpread = 2 * time.Second
+
+// resyncPause waits a random part of resyncSpread before a wait woken by a
+// resync looks again; false when ctx ended or timeout fired first (the wait
+// then ends as it would have).
+func (e *Engine) resyncPause(ctx context.Context, timeout <-chan time.Time) bool {
+	if resyncSpread <= 0 {
+		return true
+	}
+	t := time.NewTimer(rand.N(resyncSpread))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-timeout:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -164,3 +164,25 @@ func TestEvictionDuringLoad(t *testing.T) {
 		t.Fatal("node A still accepts the rotated token: the load in flight cached it")
 	}
 }
+
+// TestResyncPause: the pause after a resync ends early, reporting it, when
+// the wait's timeout fires or its context ends.
+func TestResyncPause(t *testing.T) {
+	defer func(d time.Duration) { resyncSpread = d }(resyncSpread)
+	resyncSpread = time.Hour
+	var e Engine
+	fired := make(chan time.Time, 1)
+	fired <- time.Now()
+	if e.resyncPause(context.Background(), fired) {
+		t.Fatal("a fired timeout did not end the pause")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if e.resyncPause(ctx, nil) {
+		t.Fatal("an ended context did not end the pause")
+	}
+	resyncSpread = 0
+	if !e.resyncPause(context.Background(), nil) {
+		t.Fatal("no spread: the pause must pass")
+	}
+}

@@ -164,6 +164,9 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, token string,
 			// to answer yet; what comes next (as a rule that deletion) is.
 		case <-lost:
 			resynced = true
+			if !e.resyncPause(ctx, t.C) {
+				return nil, ctx.Err() // nil: the timeout, during the pause
+			}
 		case why := <-gone:
 			if why == deviceDeleted {
 				return nil, ErrDeviceDeleted

@@ -621,6 +621,9 @@ func (e *Engine) WaitRPC(ctx context.Context, deviceID uuid.UUID, token string, 
 		case <-wake:
 		case <-lost: // the notifier resubscribed: an RPC may have been queued meanwhile
 			look = true
+			if !e.resyncPause(ctx, t.C) {
+				return nil, false, ctx.Err() // nil: the timeout, during the pause
+			}
 		case why := <-gone:
 			if why == deviceDeleted {
 				return nil, false, ErrDeviceDeleted
