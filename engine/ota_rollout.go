@@ -21,13 +21,17 @@ import (
 //
 // Every rollout is recorded before the profile is written (a record of
 // kindOtaRollout per profile, owned by the system) and its record deleted
-// once every device has the package: a node stopped or killed in between
-// leaves the record, and the next node to start runs it again
-// (ResumeRollouts). A background rollout that fails on some devices tries
-// again a few times before it leaves them to that. applyOta writes a device
-// only its current package, so a rollout run twice (by two nodes starting),
-// overtaken by a later save of the profile or the device, or recorded for a
-// save that then failed, ends on what is stored.
+// once every device has the package. A background rollout refreshes its
+// record's Beat as it goes; every node looks for records no one refreshed
+// for rolloutStale (at its start, then every rolloutSweep) and takes them
+// over, one node each (a replace over the version read): a rollout whose node
+// was stopped or killed is finished by another node within minutes, and a
+// running one is left to its node. A background rollout that fails on some
+// devices tries again a few times before it leaves them to that. applyOta
+// writes a device only its current package, so a rollout run twice, taken
+// over from a node that was only slow, overtaken by a later save of the
+// profile or the device, or recorded for a save that then failed, ends on
+// what is stored.
 
 const kindOtaRollout = "otaRollout"
 
@@ -38,7 +42,18 @@ var (
 	rolloutInline = 200
 	rolloutTries  = 5
 	rolloutRetry  = 30 * time.Second
+	// rolloutBeat is how often a running rollout refreshes its record;
+	// rolloutStale how long a record may go unrefreshed before another node
+	// takes it over (more than the longest wait between two tries, 2 min);
+	// rolloutSweep how often a node looks.
+	rolloutBeat  = 30 * time.Second
+	rolloutStale = 5 * time.Minute
+	rolloutSweep = time.Minute
 )
+
+// errRolloutTaken stops a rollout whose record names another run: a later
+// save's, or a node that took it over.
+var errRolloutTaken = errors.New("the rollout was taken over")
 
 // otaRollout is the record of a rollout.
 type otaRollout struct {
@@ -46,9 +61,12 @@ type otaRollout struct {
 	TenantID  uuid.UUID `json:"tenantId"`
 	// Types are OtaFirmware and/or OtaSoftware: what changed.
 	Types []string `json:"types"`
-	// Run tells this rollout's record from a later save's.
+	// Run tells this rollout's record from a later save's, or from a node's
+	// that took it over.
 	Run     string `json:"run"`
 	Started int64  `json:"started"` // Unix ms
+	// Beat is when the node running it last said so (Unix ms).
+	Beat int64 `json:"beat"`
 }
 
 // rollouts tracks this node's background rollouts, for Close.
@@ -78,8 +96,9 @@ func (e *Engine) recordRollout(ctx context.Context, dp *DeviceProfile, types []s
 	if len(types) == 0 {
 		return nil, nil
 	}
+	now := e.now().UnixMilli()
 	r := &otaRollout{ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: types,
-		Run: newID().String(), Started: e.now().UnixMilli()}
+		Run: newID().String(), Started: now, Beat: now}
 	if err := e.putRecord(ctx, kindOtaRollout, dp.ID.ID, uuid.Nil, r); err != nil {
 		return nil, err
 	}
@@ -101,7 +120,7 @@ func (e *Engine) otaProfileSaved(ctx context.Context, r *otaRollout, dp *DeviceP
 		e.rolloutLater(r, dp, devices)
 		return nil
 	}
-	if err := e.rollOut(ctx, dp, r.Types, devices, false); err != nil {
+	if err := e.rollOut(ctx, dp, r.Types, devices, false, nil); err != nil {
 		return err // the record stays: the next start finishes it
 	}
 	e.finishRollout(ctx, r)
@@ -132,8 +151,9 @@ func (e *Engine) profileFollowers(ctx context.Context, dp *DeviceProfile, types 
 
 // rollOut gives each of devices dp's package of each of types it follows.
 // It stops at the first failure, or with keepGoing tries every device and
-// reports how many failed.
-func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device, keepGoing bool) error {
+// reports how many failed. beat, when not nil, runs before each device; its
+// error stops the rollout.
+func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device, keepGoing bool, beat func() error) error {
 	failed := 0
 	var first error
 	for _, typ := range types {
@@ -141,6 +161,11 @@ func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string,
 		for _, d := range devices {
 			if otaIDOf(typ, d.FirmwareID, d.SoftwareID) != uuid.Nil {
 				continue
+			}
+			if beat != nil {
+				if err := beat(); err != nil {
+					return err
+				}
 			}
 			err := e.applyOta(ctx, d, typ, id)
 			if err == nil {
@@ -177,13 +202,21 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 	}
 	ctx := ro.ctx
 	ro.wg.Go(func() {
+		last := time.Now()
+		beat := func() error {
+			if time.Since(last) < rolloutBeat {
+				return nil
+			}
+			last = time.Now()
+			return e.beatRollout(ctx, r)
+		}
 		for try := 1; ; try++ {
-			err := e.rollOut(ctx, dp, r.Types, devices, true)
+			err := e.rollOut(ctx, dp, r.Types, devices, true, beat)
 			if err == nil {
 				e.finishRollout(ctx, r)
 				return
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, errRolloutTaken) {
 				return
 			}
 			if try == rolloutTries {
@@ -203,6 +236,26 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 			}
 		}
 	})
+}
+
+// beatRollout refreshes the Beat of r's record; errRolloutTaken when the
+// record names another run (or is gone: a later save's rollout finished).
+func (e *Engine) beatRollout(ctx context.Context, r *otaRollout) error {
+	for range maxReplaceTries {
+		cur, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, r.ProfileID)
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && cur.Run != r.Run) {
+			return errRolloutTaken
+		}
+		if err != nil {
+			return err
+		}
+		cur.Beat = e.now().UnixMilli()
+		err = e.replaceRecord(ctx, kindOtaRollout, r.ProfileID, uuid.Nil, prev, cur)
+		if !errors.Is(err, storage.ErrChanged) {
+			return err
+		}
+	}
+	return errChangedMeanwhile
 }
 
 // rolloutAgain reads the profile and its followers anew for another try of
@@ -240,34 +293,85 @@ func (e *Engine) finishRollout(ctx context.Context, r *otaRollout) {
 	}
 }
 
-// ResumeRollouts runs, in the background, the rollouts a node stopped before
-// it finished them. Call it once at start. The profile's packages are read
-// now: a rollout of a package the profile no longer has writes its current
-// ones, which every device following it may not have been given yet.
+// ResumeRollouts takes over, in the background, the rollouts whose node
+// stopped before finishing them (their records unrefreshed for
+// rolloutStale), now and then every rolloutSweep until Close. Call it once
+// at start.
 func (e *Engine) ResumeRollouts(ctx context.Context) error {
+	err := e.sweepRollouts(ctx)
+	ro := &e.rollouts
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	if ro.closed {
+		return err
+	}
+	if ro.ctx == nil {
+		ro.ctx, ro.cancel = context.WithCancel(context.Background())
+	}
+	sweepCtx := ro.ctx
+	ro.wg.Go(func() {
+		t := time.NewTicker(rolloutSweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-t.C:
+			}
+			if err := e.sweepRollouts(sweepCtx); err != nil && sweepCtx.Err() == nil {
+				e.cfg.Logger.Warn("cannot look for unfinished OTA rollouts; trying again later", "err", err)
+			}
+		}
+	})
+	return err
+}
+
+// sweepRollouts takes over every rollout record no node refreshed for
+// rolloutStale and runs it.
+func (e *Engine) sweepRollouts(ctx context.Context) error {
 	recs, err := listRecords[otaRollout](ctx, e, kindOtaRollout, uuid.Nil)
 	if err != nil {
 		return err
 	}
 	for _, r := range recs {
-		dp, err := getRecord[DeviceProfile](ctx, e, kindProfile, r.ProfileID)
-		if errors.Is(err, storage.ErrNotFound) {
-			// The profile is gone, with its tenant maybe: nothing to roll out.
-			if err := ignoreGone(e.deleteRecord(ctx, kindOtaRollout, r.ProfileID)); err != nil {
-				return err
-			}
-			continue
+		if e.now().UnixMilli()-r.Beat < rolloutStale.Milliseconds() {
+			continue // its node is at it
 		}
-		if err != nil {
+		if err := e.takeOverRollout(ctx, r); err != nil {
 			return err
 		}
-		devices, err := e.profileFollowers(ctx, dp, r.Types)
-		if err != nil {
-			return err
-		}
-		e.cfg.Logger.Info("resuming an OTA rollout a node left unfinished", "deviceProfile", r.ProfileID, "devices", len(devices))
-		e.rolloutLater(r, dp, devices)
 	}
+	return nil
+}
+
+// takeOverRollout makes r's record this node's (a new Run, over the version
+// read: of nodes sweeping at once one wins) and runs it.
+func (e *Engine) takeOverRollout(ctx context.Context, seen *otaRollout) error {
+	r, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, seen.ProfileID)
+	if err != nil || r.Run != seen.Run {
+		return ignoreGone(err) // finished or taken meanwhile
+	}
+	dp, err := getRecord[DeviceProfile](ctx, e, kindProfile, r.ProfileID)
+	if errors.Is(err, storage.ErrNotFound) {
+		// The profile is gone, with its tenant maybe: nothing to roll out.
+		return ignoreGone(e.deleteRecord(ctx, kindOtaRollout, r.ProfileID))
+	}
+	if err != nil {
+		return err
+	}
+	r.Run, r.Beat = newID().String(), e.now().UnixMilli()
+	switch err := e.replaceRecord(ctx, kindOtaRollout, r.ProfileID, uuid.Nil, prev, r); {
+	case errors.Is(err, storage.ErrChanged), errors.Is(err, storage.ErrNotFound):
+		return nil // another node took it, or it finished
+	case err != nil:
+		return err
+	}
+	devices, err := e.profileFollowers(ctx, dp, r.Types)
+	if err != nil {
+		return err
+	}
+	e.cfg.Logger.Info("taking over an OTA rollout its node left unfinished", "deviceProfile", r.ProfileID, "devices", len(devices))
+	e.rolloutLater(r, dp, devices)
 	return nil
 }
 

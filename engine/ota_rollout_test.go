@@ -79,8 +79,9 @@ func TestOtaRolloutBackground(t *testing.T) {
 	waitRolledOut(t, te, devices, "fleet-fw")
 }
 
-// TestOtaRolloutResume: a rollout its node stopped before running is run by
-// the next engine to start over the same store.
+// TestOtaRolloutResume: a rollout its node stopped before running is taken
+// over by another node once its record has gone unrefreshed for
+// rolloutStale, not before (its node may be at it).
 func TestOtaRolloutResume(t *testing.T) {
 	defer func(n int) { rolloutInline = n }(rolloutInline)
 	rolloutInline = 0
@@ -99,6 +100,14 @@ func TestOtaRolloutResume(t *testing.T) {
 	next := &testEngine{Engine: New(te.store, te.cfg), demo: te.demo}
 	t.Cleanup(func() { next.Close(context.Background()) })
 	if err := next.ResumeRollouts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := te.store.List(context.Background(), kindOtaRollout, uuid.Nil)
+	if err != nil || len(after) != 1 || string(after[0].Data) != string(recs[0].Data) {
+		t.Fatalf("a fresh rollout record was taken over: %v", err)
+	}
+	next.now = func() time.Time { return time.Now().Add(rolloutStale + time.Minute) }
+	if err := next.sweepRollouts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	waitRolledOut(t, next, devices, "fleet-fw")
@@ -169,4 +178,36 @@ func (s *failOnce) SaveAttributes(ctx context.Context, id uuid.UUID, scope stora
 		return errors.New("injected failure")
 	}
 	return s.Backend.SaveAttributes(ctx, id, scope, attrs)
+}
+
+// TestOtaRolloutBeat: a running rollout refreshes its record while it is
+// its own, and stops once another run took it over.
+func TestOtaRolloutBeat(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	id := newID()
+	mine := &otaRollout{ProfileID: id, Types: []string{OtaFirmware}, Run: "mine"}
+	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.beatRollout(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := getRecord[otaRollout](ctx, te.Engine, kindOtaRollout, id); err != nil || r.Beat == 0 {
+		t.Fatalf("beat not written: %+v %v", r, err)
+	}
+	taken := *mine
+	taken.Run = "another node's"
+	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, &taken); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.beatRollout(ctx, mine); !errors.Is(err, errRolloutTaken) {
+		t.Fatalf("beat of a taken rollout: %v", err)
+	}
+	dp := &DeviceProfile{}
+	stopped := errors.New("stop")
+	err := te.rollOut(ctx, dp, []string{OtaFirmware}, []*Device{{}}, true, func() error { return stopped })
+	if !errors.Is(err, stopped) {
+		t.Fatalf("rollOut went on past its beat's error: %v", err)
+	}
 }
