@@ -121,7 +121,7 @@ func (e *Engine) otaProfileSaved(ctx context.Context, r *otaRollout, dp *DeviceP
 		return nil
 	}
 	if err := e.rollOut(ctx, dp, r.Types, devices, false, nil); err != nil {
-		return err // the record stays: the next start finishes it
+		return err // the record stays: a node's sweep takes it over once stale
 	}
 	e.finishRollout(ctx, r)
 	return nil
@@ -220,7 +220,7 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 				return
 			}
 			if try == rolloutTries {
-				e.cfg.Logger.Warn("OTA rollout of a device profile left unfinished; the next node start runs it again",
+				e.cfg.Logger.Warn("OTA rollout of a device profile left unfinished; a node takes it over once its record is stale",
 					"deviceProfile", r.ProfileID, "tries", try, "err", err)
 				return
 			}
