@@ -288,7 +288,7 @@ func (e *Engine) finishRollout(ctx context.Context, r *otaRollout) {
 		err = e.deleteRecord(ctx, kindOtaRollout, r.ProfileID)
 	}
 	if err = ignoreGone(err); err != nil {
-		e.cfg.Logger.Warn("cannot delete the record of a finished OTA rollout; the next node start runs it again",
+		e.cfg.Logger.Warn("cannot delete the record of a finished OTA rollout; a node takes it over once its record is stale",
 			"deviceProfile", r.ProfileID, "err", err)
 	}
 }
@@ -376,7 +376,7 @@ func (e *Engine) takeOverRollout(ctx context.Context, seen *otaRollout) error {
 }
 
 // closeRollouts stops the background rollouts and waits for them; their
-// records stay for the next start.
+// records stay for a node to take over.
 func (e *Engine) closeRollouts() {
 	ro := &e.rollouts
 	ro.mu.Lock()
