@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,63 +20,70 @@ import (
 // the background: at about 2 ms a device, a profile of 100,000 devices would
 // hold its request for minutes, past any client's timeout.
 //
-// Every rollout is recorded before the profile is written (a record of
-// kindOtaRollout per profile, owned by the system) and its record deleted
-// once every device has the package. A background rollout refreshes its
-// record's Beat as it goes; every node looks for records no one refreshed
-// for rolloutStale (at its start, then every rolloutSweep) and takes them
-// over, one node each (a replace over the version read): a rollout whose node
-// was stopped or killed is finished by another node within minutes, and a
-// running one is left to its node. A background rollout that fails on some
-// devices tries again a few times before it leaves them to that. applyOta
-// writes a device only its current package, so a rollout run twice, taken
-// over from a node that was only slow, overtaken by a later save of the
-// profile or the device, or recorded for a save that then failed, ends on
-// what is stored.
+// Every save that changes a package records its rollout before the profile
+// is written (a record of kindOtaRollout of its own, owned by the system) and
+// deletes it once every device has the package. Records are per save, not
+// per profile: a later save neither replaces nor stops an earlier save's
+// rollout, and both run (applyOta writes a device only its current package,
+// so the earlier one skips what the later one changed). A background rollout
+// refreshes its record's Beat as it goes; every node looks for records no one
+// refreshed for rolloutStale (at its start, then every rolloutSweep) and
+// takes them over, one node each (a replace over the version read, with a
+// new Owner that stops the old run at its next beat): a rollout whose node was
+// stopped or killed is finished by another node within minutes. A taken-over
+// run skips the devices whose attributes already name the package, so they are
+// not sent it again. A rollout that fails on some devices tries them again a
+// few times; one taken over rolloutMaxTakeovers times is given up (an ERROR).
 
 const kindOtaRollout = "otaRollout"
 
-// rolloutInline is the most devices a profile save updates within its
-// request; rolloutTries and rolloutRetry bound a background rollout's tries.
 // Variables for tests.
 var (
+	// rolloutInline is the most devices a profile save updates within its
+	// request.
 	rolloutInline = 200
-	rolloutTries  = 5
-	rolloutRetry  = 30 * time.Second
+	// rolloutTries and rolloutRetry bound the tries of a background run on
+	// the devices that failed.
+	rolloutTries = 5
+	rolloutRetry = 30 * time.Second
 	// rolloutBeat is how often a running rollout refreshes its record;
 	// rolloutStale how long a record may go unrefreshed before another node
 	// takes it over (more than the longest wait between two tries, 2 min);
-	// rolloutSweep how often a node looks.
-	rolloutBeat  = 30 * time.Second
-	rolloutStale = 5 * time.Minute
-	rolloutSweep = time.Minute
+	// rolloutSweep how often a node looks; rolloutMaxTakeovers how many
+	// takeovers a rollout gets before it is given up.
+	rolloutBeat         = 30 * time.Second
+	rolloutStale        = 5 * time.Minute
+	rolloutSweep        = time.Minute
+	rolloutMaxTakeovers = 3
 )
 
-// errRolloutTaken stops a rollout whose record names another run: a later
-// save's, or a node that took it over.
+// errRolloutTaken stops a run whose record another node took over (or
+// finished: the record is gone).
 var errRolloutTaken = errors.New("the rollout was taken over")
 
 // otaRollout is the record of a rollout.
 type otaRollout struct {
+	ID        uuid.UUID `json:"id"`
 	ProfileID uuid.UUID `json:"profileId"`
 	TenantID  uuid.UUID `json:"tenantId"`
 	// Types are OtaFirmware and/or OtaSoftware: what changed.
 	Types []string `json:"types"`
-	// Run tells this rollout's record from a later save's, or from a node's
-	// that took it over.
-	Run     string `json:"run"`
+	// Owner names the run at it: a new one at each takeover.
+	Owner   string `json:"owner"`
 	Started int64  `json:"started"` // Unix ms
-	// Beat is when the node running it last said so (Unix ms).
-	Beat int64 `json:"beat"`
+	// Beat is when the run at it last said so (Unix ms).
+	Beat      int64 `json:"beat"`
+	Takeovers int   `json:"takeovers,omitempty"`
 }
 
-// rollouts tracks this node's background rollouts, for Close.
+// rollouts tracks this node's background rollouts and its sweep, for Close.
 type rollouts struct {
-	mu     sync.Mutex
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed bool
+	mu       sync.Mutex
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closed   bool
+	sweeping bool
 }
 
 // otaChanges lists the package types whose package differs between the
@@ -91,15 +99,16 @@ func otaChanges(old, dp *DeviceProfile) []string {
 }
 
 // recordRollout records the rollout of types of dp before dp is written; nil
-// when nothing changes.
+// when nothing changes. A save that then fails leaves a record whose run (a
+// takeover) finds every device as it is.
 func (e *Engine) recordRollout(ctx context.Context, dp *DeviceProfile, types []string) (*otaRollout, error) {
 	if len(types) == 0 {
 		return nil, nil
 	}
 	now := e.now().UnixMilli()
-	r := &otaRollout{ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: types,
-		Run: newID().String(), Started: now, Beat: now}
-	if err := e.putRecord(ctx, kindOtaRollout, dp.ID.ID, uuid.Nil, r); err != nil {
+	r := &otaRollout{ID: newID(), ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: types,
+		Owner: newID().String(), Started: now, Beat: now}
+	if err := e.putRecord(ctx, kindOtaRollout, r.ID, uuid.Nil, r); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -117,10 +126,10 @@ func (e *Engine) otaProfileSaved(ctx context.Context, r *otaRollout, dp *DeviceP
 		return err
 	}
 	if len(devices) > rolloutInline {
-		e.rolloutLater(r, dp, devices)
+		e.rolloutLater(r, dp, devices, false)
 		return nil
 	}
-	if err := e.rollOut(ctx, dp, r.Types, devices, false, nil); err != nil {
+	if _, err := e.rollOut(ctx, dp, r.Types, devices, false, nil, false); err != nil {
 		return err // the record stays: a node's sweep takes it over once stale
 	}
 	e.finishRollout(ctx, r)
@@ -151,10 +160,12 @@ func (e *Engine) profileFollowers(ctx context.Context, dp *DeviceProfile, types 
 
 // rollOut gives each of devices dp's package of each of types it follows.
 // It stops at the first failure, or with keepGoing tries every device and
-// reports how many failed. beat, when not nil, runs before each device; its
-// error stops the rollout.
-func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device, keepGoing bool, beat func() error) error {
-	failed := 0
+// returns those that failed. beat, when not nil, runs before each device; its
+// error stops the rollout. With skipDone a device whose attributes already
+// name the package is left alone (a taken-over run: the run before may have
+// sent it).
+func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device,
+	keepGoing bool, beat func() error, skipDone bool) (failed []*Device, err error) {
 	var first error
 	for _, typ := range types {
 		id := otaIDOf(typ, dp.FirmwareID, dp.SoftwareID)
@@ -164,33 +175,73 @@ func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string,
 			}
 			if beat != nil {
 				if err := beat(); err != nil {
-					return err
+					return failed, err
 				}
 			}
-			err := e.applyOta(ctx, d, typ, id)
+			err := e.rollOutOne(ctx, d, typ, id, skipDone)
 			if err == nil {
 				continue
 			}
 			err = fmt.Errorf("cannot update the %s of device %s: %w", otaPrefixName(typ), d.ID.ID, err)
 			if !keepGoing || ctx.Err() != nil {
-				return err
+				return append(failed, d), err
 			}
-			if failed++; first == nil {
+			if !slices.Contains(failed, d) {
+				failed = append(failed, d)
+			}
+			if first == nil {
 				first = err
 			}
 		}
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d devices not updated, the first: %w", failed, first)
+	if len(failed) > 0 {
+		return failed, fmt.Errorf("%d devices not updated, the first: %w", len(failed), first)
 	}
-	return nil
+	return nil, nil
 }
 
-// rolloutLater runs the rollout r of dp over devices in the background,
-// devices that fail skipped and tried again up to rolloutTries times, and
-// deletes its record once done. A rollout that still fails, that a later save
-// of the profile took over, or that Close stops, leaves the record as it is.
-func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Device) {
+// rollOutOne applies package id of type typ to device d, unless skipDone and
+// its attributes already name it.
+func (e *Engine) rollOutOne(ctx context.Context, d *Device, typ string, id uuid.UUID, skipDone bool) error {
+	if skipDone {
+		done, err := e.hasOtaState(ctx, d.UUID(), typ, id)
+		if err != nil || done {
+			return err
+		}
+	}
+	return e.applyOta(ctx, d, typ, id)
+}
+
+// hasOtaState is whether the device's shared attributes already name package
+// id of type typ (its title and version), or, for none, hold no key of typ.
+func (e *Engine) hasOtaState(ctx context.Context, device uuid.UUID, typ string, id uuid.UUID) (bool, error) {
+	if id == uuid.Nil {
+		attrs, err := e.store.GetAttributes(ctx, device, storage.SharedScope, otaAttributeKeys(typ))
+		return len(attrs) == 0, err
+	}
+	r, err := getRecord[otaRecord](ctx, e, kindOtaPackage, id)
+	if err != nil {
+		return false, ignoreGone(err) // gone: applyOta removes the state
+	}
+	p := otaPrefix(typ)
+	attrs, err := e.store.GetAttributes(ctx, device, storage.SharedScope, []string{p + "_title", p + "_version"})
+	if err != nil {
+		return false, err
+	}
+	has := 0
+	for _, a := range attrs {
+		if (a.Key == p+"_title" && a.Value.Str == r.Title) || (a.Key == p+"_version" && a.Value.Str == r.Version) {
+			has++
+		}
+	}
+	return has == 2, nil
+}
+
+// rolloutLater runs the rollout r of dp over devices in the background, the
+// devices that fail tried again up to rolloutTries times, and deletes its
+// record once done. A run that still fails, that another node took over, or
+// that Close stops, leaves the record to a takeover.
+func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Device, skipDone bool) {
 	ro := &e.rollouts
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
@@ -211,7 +262,7 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 			return e.beatRollout(ctx, r)
 		}
 		for try := 1; ; try++ {
-			err := e.rollOut(ctx, dp, r.Types, devices, true, beat)
+			failed, err := e.rollOut(ctx, dp, r.Types, devices, true, beat, skipDone)
 			if err == nil {
 				e.finishRollout(ctx, r)
 				return
@@ -224,33 +275,34 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 					"deviceProfile", r.ProfileID, "tries", try, "err", err)
 				return
 			}
-			e.cfg.Logger.Warn("OTA rollout of a device profile: devices not updated, trying again",
-				"deviceProfile", r.ProfileID, "in", rolloutRetry*time.Duration(try), "err", err)
+			e.cfg.Logger.Warn("OTA rollout of a device profile: devices not updated, trying them again",
+				"deviceProfile", r.ProfileID, "devices", len(failed), "in", rolloutRetry*time.Duration(try), "err", err)
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(rolloutRetry * time.Duration(try)):
 			}
-			if dp, devices, err = e.rolloutAgain(ctx, r); err != nil || dp == nil {
-				return
+			if err := e.beatRollout(ctx, r); err != nil {
+				return // taken over meanwhile, or the store is down: a takeover follows
 			}
+			last, devices = time.Now(), failed
 		}
 	})
 }
 
 // beatRollout refreshes the Beat of r's record; errRolloutTaken when the
-// record names another run (or is gone: a later save's rollout finished).
+// record has another owner, or is gone.
 func (e *Engine) beatRollout(ctx context.Context, r *otaRollout) error {
 	for range maxReplaceTries {
-		cur, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, r.ProfileID)
-		if errors.Is(err, storage.ErrNotFound) || (err == nil && cur.Run != r.Run) {
+		cur, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, r.ID)
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && cur.Owner != r.Owner) {
 			return errRolloutTaken
 		}
 		if err != nil {
 			return err
 		}
 		cur.Beat = e.now().UnixMilli()
-		err = e.replaceRecord(ctx, kindOtaRollout, r.ProfileID, uuid.Nil, prev, cur)
+		err = e.replaceRecord(ctx, kindOtaRollout, r.ID, uuid.Nil, prev, cur)
 		if !errors.Is(err, storage.ErrChanged) {
 			return err
 		}
@@ -258,34 +310,13 @@ func (e *Engine) beatRollout(ctx context.Context, r *otaRollout) error {
 	return errChangedMeanwhile
 }
 
-// rolloutAgain reads the profile and its followers anew for another try of
-// r; a nil profile when r is no longer to run: taken over by a later save's
-// rollout, or its profile deleted (its record then deleted too).
-func (e *Engine) rolloutAgain(ctx context.Context, r *otaRollout) (*DeviceProfile, []*Device, error) {
-	cur, err := getRecord[otaRollout](ctx, e, kindOtaRollout, r.ProfileID)
-	if err != nil || cur.Run != r.Run {
-		return nil, nil, ignoreGone(err)
-	}
-	dp, err := getRecord[DeviceProfile](ctx, e, kindProfile, r.ProfileID)
-	if errors.Is(err, storage.ErrNotFound) {
-		e.finishRollout(ctx, r)
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	devices, err := e.profileFollowers(ctx, dp, r.Types)
-	return dp, devices, err
-}
-
-// finishRollout deletes the record of r unless a later save of the profile
-// recorded its own rollout meanwhile. One recorded between the read and the
-// delete is lost with it; its node runs it anyway, and only a stop of that
-// node before the end would leave its devices to the next save.
+// finishRollout deletes the record of r, done. A takeover between the read
+// and the delete loses its record with it, but the rollout it took over is
+// done.
 func (e *Engine) finishRollout(ctx context.Context, r *otaRollout) {
-	cur, err := getRecord[otaRollout](ctx, e, kindOtaRollout, r.ProfileID)
-	if err == nil && cur.Run == r.Run {
-		err = e.deleteRecord(ctx, kindOtaRollout, r.ProfileID)
+	cur, err := getRecord[otaRollout](ctx, e, kindOtaRollout, r.ID)
+	if err == nil && cur.Owner == r.Owner {
+		err = e.deleteRecord(ctx, kindOtaRollout, r.ID)
 	}
 	if err = ignoreGone(err); err != nil {
 		e.cfg.Logger.Warn("cannot delete the record of a finished OTA rollout; a node takes it over once its record is stale",
@@ -295,16 +326,17 @@ func (e *Engine) finishRollout(ctx context.Context, r *otaRollout) {
 
 // ResumeRollouts takes over, in the background, the rollouts whose node
 // stopped before finishing them (their records unrefreshed for
-// rolloutStale), now and then every rolloutSweep until Close. Call it once
-// at start.
+// rolloutStale), now and then every rolloutSweep until Close. Call it at
+// start; later calls only sweep.
 func (e *Engine) ResumeRollouts(ctx context.Context) error {
 	err := e.sweepRollouts(ctx)
 	ro := &e.rollouts
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
-	if ro.closed {
+	if ro.closed || ro.sweeping {
 		return err
 	}
+	ro.sweeping = true
 	if ro.ctx == nil {
 		ro.ctx, ro.cancel = context.WithCancel(context.Background())
 	}
@@ -326,57 +358,65 @@ func (e *Engine) ResumeRollouts(ctx context.Context) error {
 	return err
 }
 
-// sweepRollouts takes over every rollout record no node refreshed for
-// rolloutStale and runs it.
+// sweepRollouts takes over every rollout record no run refreshed for
+// rolloutStale; one that cannot be taken over now is left for the next sweep.
 func (e *Engine) sweepRollouts(ctx context.Context) error {
 	recs, err := listRecords[otaRollout](ctx, e, kindOtaRollout, uuid.Nil)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, r := range recs {
 		if e.now().UnixMilli()-r.Beat < rolloutStale.Milliseconds() {
-			continue // its node is at it
+			continue // its run is at it
 		}
 		if err := e.takeOverRollout(ctx, r); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// takeOverRollout makes r's record this node's (a new Run, over the version
-// read: of nodes sweeping at once one wins) and runs it.
+// takeOverRollout makes the record of seen this node's (a new Owner, over the
+// version read: of nodes sweeping at once one wins) and runs it, skipping the
+// devices the run before got to. One taken over rolloutMaxTakeovers times
+// already is given up.
 func (e *Engine) takeOverRollout(ctx context.Context, seen *otaRollout) error {
-	r, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, seen.ProfileID)
-	if err != nil || r.Run != seen.Run {
+	r, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, seen.ID)
+	if err != nil || r.Owner != seen.Owner {
 		return ignoreGone(err) // finished or taken meanwhile
+	}
+	if r.Takeovers >= rolloutMaxTakeovers {
+		e.cfg.Logger.Error("OTA rollout of a device profile given up after failing on every node that took it over; save the profile's package again to retry",
+			"deviceProfile", r.ProfileID, "takeovers", r.Takeovers)
+		return ignoreGone(e.deleteRecord(ctx, kindOtaRollout, r.ID))
 	}
 	dp, err := getRecord[DeviceProfile](ctx, e, kindProfile, r.ProfileID)
 	if errors.Is(err, storage.ErrNotFound) {
 		// The profile is gone, with its tenant maybe: nothing to roll out.
-		return ignoreGone(e.deleteRecord(ctx, kindOtaRollout, r.ProfileID))
+		return ignoreGone(e.deleteRecord(ctx, kindOtaRollout, r.ID))
 	}
 	if err != nil {
-		return err
-	}
-	r.Run, r.Beat = newID().String(), e.now().UnixMilli()
-	switch err := e.replaceRecord(ctx, kindOtaRollout, r.ProfileID, uuid.Nil, prev, r); {
-	case errors.Is(err, storage.ErrChanged), errors.Is(err, storage.ErrNotFound):
-		return nil // another node took it, or it finished
-	case err != nil:
 		return err
 	}
 	devices, err := e.profileFollowers(ctx, dp, r.Types)
 	if err != nil {
 		return err
 	}
+	r.Owner, r.Beat, r.Takeovers = newID().String(), e.now().UnixMilli(), r.Takeovers+1
+	switch err := e.replaceRecord(ctx, kindOtaRollout, r.ID, uuid.Nil, prev, r); {
+	case errors.Is(err, storage.ErrChanged), errors.Is(err, storage.ErrNotFound):
+		return nil // another node took it, or it finished
+	case err != nil:
+		return err
+	}
 	e.cfg.Logger.Info("taking over an OTA rollout its node left unfinished", "deviceProfile", r.ProfileID, "devices", len(devices))
-	e.rolloutLater(r, dp, devices)
+	e.rolloutLater(r, dp, devices, true)
 	return nil
 }
 
-// closeRollouts stops the background rollouts and waits for them; their
-// records stay for a node to take over.
+// closeRollouts stops the background rollouts and the sweep and waits for
+// them; their records stay for a node to take over.
 func (e *Engine) closeRollouts() {
 	ro := &e.rollouts
 	ro.mu.Lock()

@@ -119,7 +119,7 @@ func TestOtaRolloutProfileGone(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
 	id := newID()
-	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, &otaRollout{ProfileID: id, Types: []string{OtaFirmware}}); err != nil {
+	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, &otaRollout{ID: id, ProfileID: newID(), Types: []string{OtaFirmware}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := te.ResumeRollouts(ctx); err != nil {
@@ -139,8 +139,8 @@ func TestOtaRolloutRecordedFirst(t *testing.T) {
 	dp.FirmwareID = &fw.ID
 	recorded := false
 	te.hook("replace", kindProfile, func() {
-		_, err := te.store.Get(context.Background(), kindOtaRollout, dp.ID.ID)
-		recorded = err == nil
+		recs, err := te.store.List(context.Background(), kindOtaRollout, uuid.Nil)
+		recorded = err == nil && len(recs) == 1
 	})
 	if _, err := te.SaveDeviceProfile(context.Background(), te.tenantAdmin(t), dp); err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestOtaRolloutBeat(t *testing.T) {
 	te := newTestEngine(t)
 	ctx := context.Background()
 	id := newID()
-	mine := &otaRollout{ProfileID: id, Types: []string{OtaFirmware}, Run: "mine"}
+	mine := &otaRollout{ID: id, ProfileID: newID(), Types: []string{OtaFirmware}, Owner: "mine"}
 	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, mine); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestOtaRolloutBeat(t *testing.T) {
 		t.Fatalf("beat not written: %+v %v", r, err)
 	}
 	taken := *mine
-	taken.Run = "another node's"
+	taken.Owner = "another node's"
 	if err := te.putRecord(ctx, kindOtaRollout, id, uuid.Nil, &taken); err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +206,72 @@ func TestOtaRolloutBeat(t *testing.T) {
 	}
 	dp := &DeviceProfile{}
 	stopped := errors.New("stop")
-	err := te.rollOut(ctx, dp, []string{OtaFirmware}, []*Device{{}}, true, func() error { return stopped })
+	_, err := te.rollOut(ctx, dp, []string{OtaFirmware}, []*Device{{}}, true, func() error { return stopped }, false)
 	if !errors.Is(err, stopped) {
 		t.Fatalf("rollOut went on past its beat's error: %v", err)
+	}
+}
+
+// TestOtaRolloutSavesInARow: a second save's rollout neither stops nor
+// replaces the first's; the devices end with the last package and no record
+// is left.
+func TestOtaRolloutSavesInARow(t *testing.T) {
+	defer func(n int) { rolloutInline = n }(rolloutInline)
+	rolloutInline = 0
+	te := newTestEngine(t)
+	ctx, admin := context.Background(), te.tenantAdmin(t)
+	dp, devices, fw := rolloutFixture(t, te, 4)
+	dp.FirmwareID = &fw.ID
+	saved, err := te.SaveDeviceProfile(ctx, admin, dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw2 := te.otaWithData(t, admin, "fleet-fw-2")
+	saved.FirmwareID = &fw2.ID
+	if _, err := te.SaveDeviceProfile(ctx, admin, saved); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, te, devices, "fleet-fw-2")
+}
+
+// TestOtaRolloutGivenUp: a rollout taken over rolloutMaxTakeovers times is
+// dropped at the next sweep, not run for good.
+func TestOtaRolloutGivenUp(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	dp, _, _ := rolloutFixture(t, te, 1)
+	r := &otaRollout{ID: newID(), ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: []string{OtaFirmware},
+		Owner: "dead", Takeovers: rolloutMaxTakeovers}
+	if err := te.putRecord(ctx, kindOtaRollout, r.ID, uuid.Nil, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.sweepRollouts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.store.Get(ctx, kindOtaRollout, r.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a rollout past its takeovers is kept: %v", err)
+	}
+}
+
+// TestOtaRolloutTakeoverSkipsDone: a taken-over run leaves alone the devices
+// whose attributes already name the package.
+func TestOtaRolloutTakeoverSkipsDone(t *testing.T) {
+	te := newTestEngine(t)
+	ctx, admin := context.Background(), te.tenantAdmin(t)
+	dp, devices, fw := rolloutFixture(t, te, 2)
+	dp.FirmwareID = &fw.ID
+	if _, err := te.SaveDeviceProfile(ctx, admin, dp); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, te, devices, "fleet-fw")
+	for _, d := range devices {
+		done, err := te.hasOtaState(ctx, d, OtaFirmware, fw.ID.ID)
+		if err != nil || !done {
+			t.Fatalf("device %s: done=%v err=%v", d, done, err)
+		}
+	}
+	other := te.otaWithData(t, admin, "other")
+	if done, err := te.hasOtaState(ctx, devices[0], OtaFirmware, other.ID.ID); err != nil || done {
+		t.Fatalf("another package counted as done: %v %v", done, err)
 	}
 }
