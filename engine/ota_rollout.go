@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -163,41 +162,50 @@ func (e *Engine) profileFollowers(ctx context.Context, dp *DeviceProfile, types 
 // returns those that failed. beat, when not nil, runs before each device; its
 // error stops the rollout. With skipDone a device whose attributes already
 // name the package is left alone (a taken-over run: the run before may have
-// sent it).
+// sent it). A stopped rollout returns, with the failed devices, those it had
+// not reached: a beat's error may pass (the store, not a takeover), and the
+// retry takes only what is returned.
 func (e *Engine) rollOut(ctx context.Context, dp *DeviceProfile, types []string, devices []*Device,
 	keepGoing bool, beat func() error, skipDone bool) (failed []*Device, err error) {
 	var first error
-	for _, typ := range types {
-		id := otaIDOf(typ, dp.FirmwareID, dp.SoftwareID)
-		for _, d := range devices {
-			if otaIDOf(typ, d.FirmwareID, d.SoftwareID) != uuid.Nil {
-				continue
+	for i, d := range devices {
+		if beat != nil {
+			if err := beat(); err != nil {
+				return append(failed, devices[i:]...), err
 			}
-			if beat != nil {
-				if err := beat(); err != nil {
-					return failed, err
-				}
-			}
-			err := e.rollOutOne(ctx, d, typ, id, skipDone)
-			if err == nil {
-				continue
-			}
-			err = fmt.Errorf("cannot update the %s of device %s: %w", otaPrefixName(typ), d.ID.ID, err)
-			if !keepGoing || ctx.Err() != nil {
-				return append(failed, d), err
-			}
-			if !slices.Contains(failed, d) {
-				failed = append(failed, d)
-			}
-			if first == nil {
-				first = err
-			}
+		}
+		err := e.rollOutDevice(ctx, dp, types, d, skipDone)
+		if err == nil {
+			continue
+		}
+		if !keepGoing || ctx.Err() != nil {
+			return append(failed, devices[i:]...), err
+		}
+		failed = append(failed, d)
+		if first == nil {
+			first = err
 		}
 	}
 	if len(failed) > 0 {
 		return failed, fmt.Errorf("%d devices not updated, the first: %w", len(failed), first)
 	}
 	return nil, nil
+}
+
+// rollOutDevice gives device d dp's package of each of types it follows (no
+// package of its own), trying every type; the first error.
+func (e *Engine) rollOutDevice(ctx context.Context, dp *DeviceProfile, types []string, d *Device, skipDone bool) error {
+	var first error
+	for _, typ := range types {
+		if otaIDOf(typ, d.FirmwareID, d.SoftwareID) != uuid.Nil {
+			continue
+		}
+		err := e.rollOutOne(ctx, d, typ, otaIDOf(typ, dp.FirmwareID, dp.SoftwareID), skipDone)
+		if err != nil && first == nil {
+			first = fmt.Errorf("cannot update the %s of device %s: %w", otaPrefixName(typ), d.ID.ID, err)
+		}
+	}
+	return first
 }
 
 // rollOutOne applies package id of type typ to device d, unless skipDone and
@@ -251,7 +259,7 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 	if ro.ctx == nil {
 		ro.ctx, ro.cancel = context.WithCancel(context.Background())
 	}
-	ctx := ro.ctx
+	ctx, dp := ro.ctx, detachPackages(dp)
 	ro.wg.Go(func() {
 		last := time.Now()
 		beat := func() error {
@@ -288,6 +296,19 @@ func (e *Engine) rolloutLater(r *otaRollout, dp *DeviceProfile, devices []*Devic
 			last, devices = time.Now(), failed
 		}
 	})
+}
+
+// detachPackages is a copy of dp for a background run: dp is the profile the
+// save returns to its caller, who may change it while the run reads it.
+func detachPackages(dp *DeviceProfile) *DeviceProfile {
+	c := *dp
+	for _, id := range []**EntityID{&c.FirmwareID, &c.SoftwareID} {
+		if *id != nil {
+			v := **id
+			*id = &v
+		}
+	}
+	return &c
 }
 
 // beatRollout refreshes the Beat of r's record; errRolloutTaken when the
@@ -383,8 +404,10 @@ func (e *Engine) sweepRollouts(ctx context.Context) error {
 // already is given up.
 func (e *Engine) takeOverRollout(ctx context.Context, seen *otaRollout) error {
 	r, prev, err := loadRecord[otaRollout](ctx, e, kindOtaRollout, seen.ID)
-	if err != nil || r.Owner != seen.Owner {
-		return ignoreGone(err) // finished or taken meanwhile
+	if err != nil || r.Owner != seen.Owner || r.Beat != seen.Beat {
+		// Finished, taken or refreshed since the sweep listed it (a list is
+		// as old as the takeovers before it): its run is at it.
+		return ignoreGone(err)
 	}
 	if r.Takeovers >= rolloutMaxTakeovers {
 		e.cfg.Logger.Error("OTA rollout of a device profile given up after failing on every node that took it over; save the profile's package again to retry",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -274,4 +275,79 @@ func TestOtaRolloutTakeoverSkipsDone(t *testing.T) {
 	if done, err := te.hasOtaState(ctx, devices[0], OtaFirmware, other.ID.ID); err != nil || done {
 		t.Fatalf("another package counted as done: %v %v", done, err)
 	}
+}
+
+// TestOtaRolloutBeatFailsOnce: a beat that fails for a moment (the store, not
+// a takeover) stops the pass, and the devices it had not reached yet are
+// tried again with the failed ones: the rollout does not end, its record
+// deleted, with them never sent the package.
+func TestOtaRolloutBeatFailsOnce(t *testing.T) {
+	defer func(n, tries int, retry, beat time.Duration) {
+		rolloutInline, rolloutTries, rolloutRetry, rolloutBeat = n, tries, retry, beat
+	}(rolloutInline, rolloutTries, rolloutRetry, rolloutBeat)
+	rolloutInline, rolloutTries, rolloutRetry, rolloutBeat = 0, 3, time.Millisecond, 0
+	te := newTestEngine(t)
+	dp, devices, fw := rolloutFixture(t, te, 3)
+	dp.FirmwareID = &fw.ID
+	te.store = &failRolloutReplaceOnce{Backend: te.store}
+	if _, err := te.SaveDeviceProfile(context.Background(), te.tenantAdmin(t), dp); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, te, devices, "fleet-fw")
+}
+
+// failRolloutReplaceOnce fails the first replace of a rollout record (a beat).
+type failRolloutReplaceOnce struct {
+	storage.Backend
+	failed atomic.Bool
+}
+
+func (s *failRolloutReplaceOnce) Replace(ctx context.Context, r storage.Record, prev []byte) error {
+	if r.Kind == kindOtaRollout && s.failed.CompareAndSwap(false, true) {
+		return errors.New("injected failure")
+	}
+	return s.Backend.Replace(ctx, r, prev)
+}
+
+// TestOtaRolloutSweepSeesBeat: a record that looked stale when the sweep
+// listed it but whose run refreshed it before the takeover read it is left to
+// that run: it is running, not to be run twice.
+func TestOtaRolloutSweepSeesBeat(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	dp, _, _ := rolloutFixture(t, te, 1)
+	old := time.Now().Add(-rolloutStale - time.Minute).UnixMilli()
+	mine := &otaRollout{ID: newID(), ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: []string{OtaFirmware},
+		Owner: "mine", Started: old, Beat: old}
+	if err := te.putRecord(ctx, kindOtaRollout, mine.ID, uuid.Nil, mine); err != nil {
+		t.Fatal(err)
+	}
+	te.store = &afterList{Backend: te.store, kind: kindOtaRollout, f: func() {
+		if err := te.beatRollout(ctx, mine); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := te.sweepRollouts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := getRecord[otaRollout](ctx, te.Engine, kindOtaRollout, mine.ID)
+	if err != nil || r.Owner != "mine" {
+		t.Fatalf("a rollout that beat after the sweep's listing was taken over: %+v %v", r, err)
+	}
+}
+
+// afterList runs f once, after the first list of kind returns.
+type afterList struct {
+	storage.Backend
+	kind string
+	once sync.Once
+	f    func()
+}
+
+func (s *afterList) List(ctx context.Context, kind string, owner uuid.UUID) ([]storage.Record, error) {
+	rs, err := s.Backend.List(ctx, kind, owner)
+	if kind == s.kind {
+		s.once.Do(s.f)
+	}
+	return rs, err
 }
