@@ -130,3 +130,33 @@ func TestDeletionOutlivingItsMark(t *testing.T) {
 	te.now = time.Now
 	wantCode(t, te.DeleteDeviceProfile(ctx, admin, dp.ID.ID), 0)
 }
+
+// TestOtaAndTenantProfileDeletionOutlivingMark: as TestDeletionOutlivingItsMark,
+// for the other two marked deletions, OTA packages and tenant profiles: 409,
+// the mark taken back, nothing deleted.
+func TestOtaAndTenantProfileDeletionOutlivingMark(t *testing.T) {
+	te := newTestEngine(t)
+	ctx, admin, sys := context.Background(), te.tenantAdmin(t), te.sysadmin(t)
+	slow := func() { te.now = func() time.Time { return time.Now().Add(staleDeletion + time.Minute) } }
+
+	fw := te.otaWithData(t, admin, "slow-fw")
+	te.hook("list", kindDevice, slow)
+	wantCode(t, te.DeleteOtaPackage(ctx, admin, fw.ID.ID), CodeVersionConflict)
+	te.now = time.Now
+	if r, err := getRecord[otaRecord](ctx, te.Engine, kindOtaPackage, fw.ID.ID); err != nil || r.Deleting {
+		t.Fatalf("package after the refused deletion: %+v %v", r, err)
+	}
+	wantCode(t, te.DeleteOtaPackage(ctx, admin, fw.ID.ID), 0)
+
+	tp, err := te.SaveTenantProfile(ctx, sys, &TenantProfile{Name: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te.hook("list", kindTenant, slow)
+	wantCode(t, te.DeleteTenantProfile(ctx, sys, tp.ID.ID), CodeVersionConflict)
+	te.now = time.Now
+	if rec, _, err := te.loadTenantProfile(ctx, tp.ID.ID); err != nil || rec.Deleting {
+		t.Fatalf("tenant profile after the refused deletion: %+v %v", rec, err)
+	}
+	wantCode(t, te.DeleteTenantProfile(ctx, sys, tp.ID.ID), 0)
+}

@@ -516,9 +516,10 @@ func optStrKey(s *string) sortKey {
 // sees it and refuses the deletion; or it comes after and sees the mark (or
 // no package): no device or profile is left with a deleted package.
 //
-// A package left marked (a crash between mark and delete) is finished, or
-// unmarked if in use, by the next deletion of it; until then only new
-// assignments of it are refused.
+// A package left marked (a crash between mark and delete) is finished by the
+// next deletion of it. One in use keeps the mark until it is staleDeletion
+// old (a deletion cannot tell a crashed one from one still under way, see
+// deletionMarks); until then only new assignments of it are refused.
 func (e *Engine) DeleteOtaPackage(ctx context.Context, p *Principal, id uuid.UUID) error {
 	if err := requireRole(p, TenantAdmin); err != nil {
 		return err

@@ -101,7 +101,7 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("cannot load bootstrap data: %w", err)
 	}
 	if err := n.eng.ResumeRollouts(context.Background()); err != nil {
-		log.Warn("cannot resume the OTA rollouts a node left unfinished; the next start tries again", "err", err)
+		log.Warn("cannot resume the OTA rollouts a node left unfinished; the sweep tries again each minute", "err", err)
 	}
 	shards := cfg.Ingest.Shards
 	if shards == 0 && b.spool == nil {
