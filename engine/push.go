@@ -165,7 +165,13 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, token string,
 		case <-lost:
 			resynced = true
 			if !e.resyncPause(ctx, t.C) {
-				return nil, ctx.Err() // nil: the timeout, during the pause
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				// The timeout came during the pause: look before the 408
+				// all the same, for a change lost in the gap would be lost
+				// for good (the device's next poll starts after it).
+				return e.resyncLook(ctx, deviceID, token, since)
 			}
 		case why := <-gone:
 			if why == deviceDeleted {
@@ -178,6 +184,16 @@ func (e *Engine) waitPush(ctx context.Context, deviceID uuid.UUID, token string,
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// resyncLook is the last look of a poll whose timeout came in its pause
+// after a resync: its token checked as every look does, then what changed
+// since it started (sharedSince); nil body and nil error when nothing did.
+func (e *Engine) resyncLook(ctx context.Context, deviceID uuid.UUID, token string, since int64) ([]byte, error) {
+	if err := e.pollerCurrent(ctx, deviceID, token); err != nil {
+		return nil, err
+	}
+	return e.sharedSince(ctx, deviceID, since)
 }
 
 // pollerCurrent is nil while token still names the device: ErrDeviceDeleted

@@ -124,6 +124,44 @@ func (te *testEngine) resyncSeen(t *testing.T, token, what string) {
 	cached()
 }
 
+// tokenCached waits until the device's token is in the token cache: an open
+// poll's look (pollerCurrent) puts it there. Nothing must have cached the
+// token before the poll started.
+func (te *testEngine) tokenCached(t *testing.T, token, what string) {
+	t.Helper()
+	deadline := time.Now().Add(pollDeadline)
+	for {
+		if _, ok := te.CachedDeviceByToken(token); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the poll did not look", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSharedPollResyncPauseTimeout: a poll whose timeout comes during its
+// pause after a resync still looks before it ends: a change lost in the gap
+// is its answer, not a 408. The device's next poll starts after that change,
+// and its own resync (if any) would not answer it.
+func TestSharedPollResyncPauseTimeout(t *testing.T) {
+	defer func(d time.Duration) { resyncSpread = d }(resyncSpread)
+	resyncSpread = time.Hour // the pause outlasts the poll
+	te, bus := mutedEngine(t)
+	ctx, dev := context.Background(), te.demo.DemoDeviceID
+	token := te.tokenOf(t, dev)
+	res := te.startPoll(t, ctx, dev, 2*time.Second)
+	te.tokenCached(t, token, "first look") // the poll holds the resync channel
+	unheard(t, bus, func() error {
+		return te.SaveAttributes(ctx, dev, storage.SharedScope, []kv.Entry{{Key: "fw", Value: kv.StringValue("2.0")}})
+	})
+	te.DropCaches()
+	if r := awaitPoll(t, res, "timeout in the pause"); r.err != nil || !r.ok || string(r.body) != `{"fw":"2.0"}` {
+		t.Fatalf("poll whose timeout came in its resync pause: %q ok=%v err=%v", r.body, r.ok, r.err)
+	}
+}
+
 // TestSharedPollResyncOnlyOld: a resync answers no attribute saved before the
 // poll started (more than resyncSkew before): the device had it, and an
 // answer would be a spurious update (of fw_* keys, it could restart the
