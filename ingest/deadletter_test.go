@@ -356,3 +356,129 @@ func TestDeadLetterReplayClickHouse(t *testing.T) {
 		t.Fatalf("versions in ClickHouse %v, want the spool's %v", stored, vers)
 	}
 }
+
+// cancelSink is a history store that takes rows until the replay is
+// interrupted (cancel, after its first write), then fails as ClickHouse's
+// driver does then: with the context's error, not storage.ErrUnavailable.
+type cancelSink struct {
+	poisonSink
+	cancel context.CancelFunc
+}
+
+func (c *cancelSink) WriteHistory(ctx context.Context, rows []storage.Row, mayRepeat []bool, vers []uint64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("clickhouse: cannot insert into telemetry: %w", err)
+	}
+	defer c.cancel()
+	return c.poisonSink.WriteHistory(ctx, rows, mayRepeat, vers)
+}
+
+// TestDeadLetterReplayInterrupted: a replay interrupted (SIGINT, its context
+// ends) while it looks for the rows the store refuses alone fails and changes
+// no file, as `sluice deadletter replay` says: the rows it found refused are
+// not moved to a new file, nor is the file renamed.
+func TestDeadLetterReplayInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	rows := testRows(uuid.New(), 0, 8)
+	rows[1].Key, rows[6].Key = "poison", "poison"
+	path, _ := writeSpoolDeadLetter(t, dir, rows, []int{0, 1, 2, 3, 4, 5, 6, 7})
+	before := dirNames(t, dir)
+	orig, _ := os.ReadFile(path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Halving finds row 1 refused alone and takes rows 0, 2-5; the replay is
+	// interrupted before the half holding row 6.
+	sink := &cancelSink{poisonSink: poisonSink{memSink: newMemSink()}}
+	sink.cancel = func() {
+		if sink.count() >= 5 {
+			cancel()
+		}
+	}
+	if res, err := ReplayDeadLetter(ctx, sink, path); err == nil {
+		t.Fatalf("an interrupted replay succeeded: %+v", res)
+	}
+	if n := sink.count(); n != 5 {
+		t.Fatalf("%d rows written before the interruption, want 5: the test does not interrupt a replay under way", n)
+	}
+	if after := dirNames(t, dir); !slices.Equal(after, before) {
+		t.Fatalf("files %v, before %v", after, before)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, orig) {
+		t.Fatal("the file changed")
+	}
+}
+
+// TestDeadLetterPlaceLostTemp: a replay whose temporary file a starting node
+// removed (removeDeadLetterTemps) fails to place it and leaves no
+// dead-letter file: its rows are still in the file it replays.
+func TestDeadLetterPlaceLostTemp(t *testing.T) {
+	dir := t.TempDir()
+	tmp := deadLetterName(dir) + tmpSuffix
+	if err := os.WriteFile(tmp, []byte("records"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := removeDeadLetterTemps(dir); err != nil || n != 1 {
+		t.Fatalf("removed %d temporary files, %v", n, err)
+	}
+	if path, err := placeDeadLetter(dir, tmp); err == nil {
+		t.Fatalf("a removed temporary file placed as %s", path)
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Fatalf("files %v", names)
+	}
+}
+
+// TestDeadLetterReplayClickHouseAfterDelete: a delete made after the rows were
+// acknowledged hides them in a real ClickHouse however late they are replayed,
+// and when replayed again, as README.md says of a second replay.
+func TestDeadLetterReplayClickHouseAfterDelete(t *testing.T) {
+	addr := testenv.Service(t, "CLICKHOUSE_ADDR")[0]
+	var b [6]byte
+	rand.Read(b[:])
+	db := "sluice_test_deadletter_del_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	store, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{addr}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := chdriver.Open(&chdriver.Options{Addr: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		store.Close()
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+		conn.Close()
+	})
+
+	dir := t.TempDir()
+	id := uuid.New()
+	rows := testRows(id, 1_700_000_000_000, 4)
+	path, _ := writeSpoolDeadLetter(t, dir, rows, []int{0, 1, 2, 3}) // versions taken: acknowledged
+	read := func() []kv.Entry {
+		t.Helper()
+		got, err := store.Read(ctx, storage.ReadQuery{EntityID: id, Key: "k", StartTs: rows[0].Ts, EndTs: rows[3].Ts + 1, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// Rows 1 and 2 deleted after their acknowledgement, before any replay.
+	if err := store.DeleteSeries(ctx, storage.DeleteQuery{EntityID: id, Keys: []string{"k"}, StartTs: rows[1].Ts, EndTs: rows[3].Ts}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		res, err := ReplayDeadLetter(ctx, store, path)
+		if err != nil || res.Written != 4 {
+			t.Fatalf("replay %d: %+v, %v", i, res, err)
+		}
+		got := read()
+		slices.SortFunc(got, func(a, b kv.Entry) int { return int(a.Ts - b.Ts) })
+		if len(got) != 2 || got[0].Ts != rows[0].Ts || got[1].Ts != rows[3].Ts {
+			t.Fatalf("replay %d: read %+v, want the rows at %d and %d only", i, got, rows[0].Ts, rows[3].Ts)
+		}
+		if err := os.Rename(res.RenamedTo, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
