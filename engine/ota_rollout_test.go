@@ -351,3 +351,63 @@ func (s *afterList) List(ctx context.Context, kind string, owner uuid.UUID) ([]s
 	}
 	return rs, err
 }
+
+// TestOtaRolloutRecordOfUnwrittenSave: a save whose profile write lost to
+// another update (made again over it, or 409 with the client's version) takes
+// back the rollout record it wrote first: nothing was written for it to roll
+// out, and a record left behind would cost a takeover of the tenant's devices
+// five minutes later.
+func TestOtaRolloutRecordOfUnwrittenSave(t *testing.T) {
+	te := newTestEngine(t)
+	ctx, admin := context.Background(), te.tenantAdmin(t)
+	dp, devices, fw := rolloutFixture(t, te, 2)
+	other := func() {
+		cur, err := te.GetDeviceProfile(ctx, admin, dp.ID.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Description += "+"
+		if _, err := te.SaveDeviceProfile(ctx, admin, cur); err != nil {
+			t.Error(err)
+		}
+	}
+	records := func() int {
+		recs, err := te.store.List(ctx, kindOtaRollout, uuid.Nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(recs)
+	}
+
+	// The client's version: the save is 409 and changes nothing.
+	in := *dp
+	in.FirmwareID = &fw.ID
+	te.hook("replace", kindProfile, other)
+	if _, err := te.SaveDeviceProfile(ctx, admin, &in); !errors.Is(err, errProfileVersion) {
+		t.Fatalf("save over a version updated meanwhile: %v, want errProfileVersion", err)
+	}
+	if n := records(); n != 0 {
+		t.Fatalf("%d rollout records after a refused save, want 0", n)
+	}
+
+	// A name another profile has: 400, nothing written.
+	if _, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := in
+	renamed.Version, renamed.Name = 0, "taken"
+	if _, err := te.SaveDeviceProfile(ctx, admin, &renamed); !errors.Is(err, errProfileNameTaken) {
+		t.Fatalf("save under a taken name: %v, want errProfileNameTaken", err)
+	}
+	if n := records(); n != 0 {
+		t.Fatalf("%d rollout records after a save under a taken name, want 0", n)
+	}
+
+	// No version: made again over the other update, rolled out once.
+	in.Version = 0
+	te.hook("replace", kindProfile, other)
+	if _, err := te.SaveDeviceProfile(ctx, admin, &in); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, te, devices, "fleet-fw")
+}

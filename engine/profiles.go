@@ -469,6 +469,12 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 			return nil, err
 		}
 		err = e.writeProfile(ctx, &profileRecord{DeviceProfile: dp, deletionMarks: rec.deletionMarks, Promoting: rec.Promoting}, &prev)
+		if unwritten(err) {
+			// The record goes (a try again writes its own): left behind it
+			// would cost a takeover of the tenant's devices. A failure that
+			// may come after the write keeps it, for the takeover to finish.
+			e.dropRollout(ctx, rollout)
+		}
 		switch {
 		case errors.Is(err, storage.ErrChanged):
 			if in.Version != 0 {
@@ -494,6 +500,15 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 		return &dp, e.otaProfileSaved(ctx, rollout, &dp) // devices without their own package follow the profile's
 	}
 	return nil, errChangedMeanwhile
+}
+
+// unwritten reports whether err, from a record write, says it wrote nothing:
+// a refusal (changed meanwhile, gone, a unique value taken, an engine error),
+// not a failure whose outcome is unknown (the store unavailable, a timeout).
+func unwritten(err error) bool {
+	var refused *Error
+	return errors.Is(err, storage.ErrChanged) || errors.Is(err, storage.ErrNotFound) ||
+		errors.Is(err, storage.ErrConflict) || errors.As(err, &refused)
 }
 
 // checkProfileOtaKept runs after profile dp of p's tenant was written over
