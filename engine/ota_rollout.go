@@ -120,6 +120,17 @@ func (e *Engine) otaProfileSaved(ctx context.Context, r *otaRollout, dp *DeviceP
 	if r == nil {
 		return nil
 	}
+	if e.now().UnixMilli()-r.Beat >= rolloutBeat.Milliseconds() {
+		// The save took long since it recorded the rollout (renaming a large
+		// profile's devices): a stale record may have been taken over, and
+		// its run is then the other node's.
+		switch err := e.beatRollout(ctx, r); {
+		case errors.Is(err, errRolloutTaken):
+			return nil
+		case err != nil:
+			return err // the record stays: a node's sweep takes it over once stale
+		}
+	}
 	devices, err := e.profileFollowers(ctx, dp, r.Types)
 	if err != nil {
 		return err

@@ -411,3 +411,54 @@ func TestOtaRolloutRecordOfUnwrittenSave(t *testing.T) {
 	}
 	waitRolledOut(t, te, devices, "fleet-fw")
 }
+
+// TestOtaRolloutSavedLateTakenOver: a save that reaches its rollout long after
+// recording it (renaming a large profile's devices) and finds the record taken
+// over leaves the run to the node that took it; one that finds it its own
+// refreshes it first, so no sweep takes it while it runs.
+func TestOtaRolloutSavedLateTakenOver(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	dp, devices, fw := rolloutFixture(t, te, 1)
+	// The profile as the save wrote it, its devices not yet given the package.
+	rec, prev, err := te.loadProfile(ctx, dp.ID.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.FirmwareID = &fw.ID
+	if err := te.writeProfile(ctx, rec, &prev); err != nil {
+		t.Fatal(err)
+	}
+	dp = &rec.DeviceProfile
+	old := time.Now().Add(-rolloutStale - time.Minute).UnixMilli()
+	record := func(owner string) *otaRollout {
+		r := &otaRollout{ID: newID(), ProfileID: dp.ID.ID, TenantID: dp.TenantID.ID, Types: []string{OtaFirmware},
+			Owner: owner, Started: old, Beat: old}
+		if err := te.putRecord(ctx, kindOtaRollout, r.ID, uuid.Nil, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fwTitle := func() int {
+		attrs, err := te.store.GetAttributes(ctx, devices[0], storage.SharedScope, []string{"fw_title"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(attrs)
+	}
+
+	taken := record("other node")
+	mine := *taken
+	mine.Owner = "this save"
+	if err := te.otaProfileSaved(ctx, &mine, dp); err != nil || fwTitle() != 0 {
+		t.Fatalf("a rollout taken over was run by the late save too: %v, fw_title %d", err, fwTitle())
+	}
+
+	own := record("this save")
+	if err := te.otaProfileSaved(ctx, own, dp); err != nil || fwTitle() != 1 {
+		t.Fatalf("the late save's own rollout: %v, fw_title %d", err, fwTitle())
+	}
+	if _, err := getRecord[otaRollout](ctx, te.Engine, kindOtaRollout, own.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the finished rollout's record: %v, want it gone", err)
+	}
+}
