@@ -120,15 +120,13 @@ func (e *Engine) otaProfileSaved(ctx context.Context, r *otaRollout, dp *DeviceP
 	if r == nil {
 		return nil
 	}
-	if e.now().UnixMilli()-r.Beat >= rolloutBeat.Milliseconds() {
+	if e.now().UnixMilli()-r.Beat >= (rolloutStale / 2).Milliseconds() {
 		// The save took long since it recorded the rollout (renaming a large
-		// profile's devices): a stale record may have been taken over, and
-		// its run is then the other node's.
-		switch err := e.beatRollout(ctx, r); {
-		case errors.Is(err, errRolloutTaken):
+		// profile's devices): a record near stale, or stale and taken over,
+		// is refreshed or left to the node that took it. Any other failure
+		// to refresh it leaves it as it is: the run goes on.
+		if err := e.beatRollout(ctx, r); errors.Is(err, errRolloutTaken) {
 			return nil
-		case err != nil:
-			return err // the record stays: a node's sweep takes it over once stale
 		}
 	}
 	devices, err := e.profileFollowers(ctx, dp, r.Types)
