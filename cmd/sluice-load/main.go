@@ -268,8 +268,13 @@ func run(args []string, stdout, stderr io.Writer, sigs <-chan os.Signal) error {
 			return err
 		}
 		// The devices made so far stay unless cleaned up: keep their tokens.
-		return errors.Join(err, outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }),
-			finish(f, fl, outs, stderr))
+		// None made (the first create refused, a tenant's device limit): an
+		// existing file stays as it was, it may list an earlier run's devices.
+		var werr error
+		if len(fl.Devices) > 0 {
+			werr = outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) })
+		}
+		return errors.Join(err, werr, finish(f, fl, outs, stderr))
 	}
 	fmt.Fprintf(stderr, "sluice-load: %d devices (%s) in %v\n", len(fl.Devices), fl.Mode, fl.SetupTime.Round(time.Millisecond))
 	if err := outs.tokens.write(func(w io.Writer) error { return fleet.WriteTokens(w, fl.Devices) }); err != nil {
@@ -325,7 +330,7 @@ func finish(f flags, fl *fleet.Fleet, outs *outputs, stderr io.Writer) error {
 	if n := fl.Unsure(); n > 0 {
 		more = fmt.Sprintf(" (and up to %d more whose setup got no clear answer)", n)
 	}
-	if f.saveTokens != "" {
+	if f.saveTokens != "" && len(fl.Devices) > 0 { // none made: the file was not written
 		saved = ", their tokens in " + f.saveTokens
 	}
 	fmt.Fprintf(stderr, "sluice-load: left %d devices named %s%s on the target%s; delete them when done (-cleanup deletes a run's devices at its end)\n",
@@ -370,9 +375,7 @@ func checkOutput(path string) (*output, error) {
 	if path == "" {
 		return out, nil
 	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		out.path = real // a link to the file: replace the file, not the link
-	}
+	out.path = linkTarget(path) // a link to the file: replace the file, not the link
 	st, err := os.Stat(out.path)
 	switch {
 	case err == nil && !st.Mode().IsRegular():
@@ -389,6 +392,30 @@ func checkOutput(path string) (*output, error) {
 	tmp.Close()
 	os.Remove(tmp.Name())
 	return out, nil
+}
+
+// linkTarget is the file path names, symbolic links followed, also to a file
+// not made yet (latest.json → runs/42.json): EvalSymlinks refuses such a link,
+// and the rename at the end would then replace the link itself with the report.
+func linkTarget(path string) string {
+	for range 40 { // a loop of links: the Stat after this refuses it at start-up
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			return real
+		}
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			return path
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(path), to)
+		}
+		path = to
+	}
+	return path
 }
 
 // write writes the file with fn: to a new file in its directory, then renamed

@@ -551,3 +551,70 @@ func TestRunFirstPollsWaitSaid(t *testing.T) {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }
+
+// TestRunSetupFailsKeepsOldTokens: a setup that fails before it made any
+// device (the tenant's device limit refuses the first create, a wrong
+// provision key) leaves an existing -save-tokens file as it was: it may be the
+// only record of an earlier run's devices, which are what the limit counts.
+func TestRunSetupFailsKeepsOldTokens(t *testing.T) {
+	for _, c := range []struct {
+		status      int // of every create: 403 says it made nothing, 502 leaves it unsure
+		withCleanup bool
+	}{{403, false}, {403, true}, {502, false}} {
+		url := startServer(t, func(ctx *fasthttp.RequestCtx) {
+			ctx.SetContentType("application/json")
+			switch string(ctx.Path()) {
+			case "/api/auth/login":
+				ctx.SetBodyString(`{"token":"jwt"}`)
+			case "/api/device":
+				ctx.SetStatusCode(c.status)
+				ctx.SetBodyString(`{"message":"Can't create more then 5 devices!","errorCode":41}`)
+			default:
+				ctx.SetStatusCode(404)
+			}
+		})
+		saved := filepath.Join(t.TempDir(), "saved")
+		os.WriteFile(saved, []byte("OLD-1\nOLD-2\n"), 0o600)
+		args := []string{"-url", url, "-user", "u", "-password", "p", "-devices", "3", "-setup-concurrency", "1",
+			"-save-tokens", saved, "-quiet"}
+		if c.withCleanup {
+			args = append(args, "-cleanup")
+		}
+		var stderr bytes.Buffer
+		err := run(args, &bytes.Buffer{}, &stderr, nil)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("status %d", c.status)) {
+			t.Fatalf("error %v", err)
+		}
+		if b, _ := os.ReadFile(saved); string(b) != "OLD-1\nOLD-2\n" {
+			t.Fatalf("%+v: the tokens file holds %q after a setup that made no device; stderr:\n%s", c, b, stderr.String())
+		}
+		// The file does not hold this run's tokens: stderr does not send the user there.
+		if strings.Contains(stderr.String(), "tokens in") {
+			t.Fatalf("%+v: stderr:\n%s", c, stderr.String())
+		}
+	}
+}
+
+// TestRunDanglingLink: a -json path that is a link to a file not made yet
+// (latest.json → runs/42.json) is followed as an existing link is: the report
+// is written to the file it names, and the link stays.
+func TestRunDanglingLink(t *testing.T) {
+	url := startServer(t, func(ctx *fasthttp.RequestCtx) {})
+	dir := t.TempDir()
+	tokens, target, link := filepath.Join(dir, "tokens"), filepath.Join(dir, "runs", "42.json"), filepath.Join(dir, "latest.json")
+	os.WriteFile(tokens, []byte("A\n"), 0o600)
+	os.Mkdir(filepath.Dir(target), 0o700)
+	if err := os.Symlink(filepath.Join("runs", "42.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	err := run([]string{"-url", url, "-tokens", tokens, "-requests", "2", "-quiet", "-json", link}, &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v", err)
+	}
+	if b, err := os.ReadFile(target); err != nil || !bytes.Contains(b, []byte(`"requests": 2`)) {
+		t.Fatalf("report in the link's target: %s, %v", b, err)
+	}
+}
