@@ -11,6 +11,10 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"github.com/sluice-iot/sluice/engine"
+	"github.com/sluice-iot/sluice/storage"
+	"github.com/sluice-iot/sluice/storage/embedded"
 )
 
 // TestReportQueue: with one report running and the queue (capacity 1) holding
@@ -175,4 +179,95 @@ func TestReportQueueZero(t *testing.T) {
 	if ok, _ := lim.enter(nil, nil); !ok {
 		t.Fatal("a freed slot refused")
 	}
+}
+
+// stuckReports is a store whose telemetry reports run until their context
+// ends: started says one began, ended gets its context's error.
+type stuckReports struct {
+	*embedded.DB
+	started chan struct{}
+	ended   chan error
+}
+
+func (s *stuckReports) Report(ctx context.Context, _ storage.ReportQuery) ([]storage.ReportRow, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	s.ended <- ctx.Err()
+	return nil, ctx.Err()
+}
+
+// stuckReportServer serves the report route of a front end whose reports run
+// until stopped, over the store of a test node, through the request metrics:
+// the store, a client, credentials and a body naming a view with a telemetry
+// field (so the report reaches the store).
+func stuckReportServer(t *testing.T, timeout time.Duration) (st *stuckReports, q *testNode, auth, body string) {
+	t.Helper()
+	n := startTestNode(t)
+	st = &stuckReports{DB: n.Store, started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	api := New(Config{ReportTimeout: timeout}, engine.New(st, engine.Config{JWTSigningKey: []byte("httpapi-test-key")}), nil, nil, nil)
+	r := router.New()
+	r.SaveMatchedRoutePath = true
+	api.reportRoutes(r, newReportLimiter(1, 0))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: api.instrument(r.Handler)}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.ShutdownWithContext(ctx)
+	})
+	auth = n.tenant()
+	n.expect("POST", "/api/device", auth, map[string]string{"name": "s1", "type": "meter"}, 200, "")
+	var v struct{ ID struct{ ID string } }
+	n.decode(n.expect("POST", "/api/analytics/view", auth, `{"name":"s","source":{"deviceProfile":"meter"},
+		"fields":[{"label":"Device","source":"ENTITY_NAME"},{"label":"n","source":"TELEMETRY","key":"energy","aggregation":"COUNT"}]}`, 200, ""), &v)
+	return st, &testNode{t: t, URL: "http://" + ln.Addr().String()}, auth, `{"viewConfigId":"` + v.ID.ID + `"}`
+}
+
+// TestRunningReportTimeout: a report running at its timeout has its storage
+// query cancelled and answers 503.
+func TestRunningReportTimeout(t *testing.T) {
+	st, q, auth, body := stuckReportServer(t, 200*time.Millisecond)
+	if out := q.expect("POST", "/apiAnalytics/publicApi/buildReport", auth, body, 503, ""); !strings.Contains(string(out), "SLUICE_REPORT_TIMEOUT") {
+		t.Fatalf("timeout body: %s", out)
+	}
+	<-st.started
+	if err := <-st.ended; err != context.DeadlineExceeded {
+		t.Fatalf("the storage query ended with %v", err)
+	}
+}
+
+// TestRunningReportHangup: a running report whose client closes its
+// connection has its storage query cancelled at the next probe, and counts as
+// 499 in the request metrics.
+func TestRunningReportHangup(t *testing.T) {
+	defer func(d time.Duration) { hangupProbe = d }(hangupProbe)
+	hangupProbe = 20 * time.Millisecond
+	st, q, auth, body := stuckReportServer(t, time.Minute)
+	path := "/apiAnalytics/publicApi/buildReport"
+	closed := `sluice_http_requests_total{route="` + path + `",method="POST",status="499"}`
+	before := counterValue(t, closed)
+	c, err := net.Dial("tcp", strings.TrimPrefix(q.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := "POST " + path + " HTTP/1.1\r\nHost: x\r\nX-Authorization: " + auth +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	<-st.started
+	c.Close()
+	select {
+	case err := <-st.ended:
+		if err != context.Canceled {
+			t.Fatalf("the storage query ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the storage query of a report whose client hung up still runs after 10 s")
+	}
+	waitFor(t, "the 499 counted", func() bool { return counterValue(t, closed)-before == 1 })
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/sluice-iot/sluice/engine"
 	"github.com/sluice-iot/sluice/storage"
@@ -175,4 +177,53 @@ func TestTelemetryToken(t *testing.T) {
 			t.Fatalf("%s: %q %v", path, got, ok)
 		}
 	}
+}
+
+// TestExpectOverLimitCounted: a body announced over the limit with "Expect:
+// 100-continue" (curl's way past 1 MiB) is refused before it is sent, and
+// fasthttp then calls neither the handler nor ErrorHandler. ExpectHandler
+// answers it as ErrorHandler answers a body sent over the limit: the JSON 413
+// with its CORS headers, counted under route="prerouting".
+func TestExpectOverLimitCounted(t *testing.T) {
+	s := New(Config{MaxBodySize: 10, CORSOrigins: []string{"https://app.example.com"}}, nil, nil, nil, nil)
+	srv := &fasthttp.Server{Handler: s.Handler(), ErrorHandler: s.ErrorHandler, ExpectHandler: s.ExpectHandler, MaxRequestBodySize: 10}
+	ln := fasthttputil.NewInmemoryListener()
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	prerouting := `sluice_http_requests_total{route="prerouting",method="POST",status="413"}`
+	before := counterValue(t, prerouting)
+
+	c, err := ln.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /api/device HTTP/1.1\r\nHost: node\r\nOrigin: https://app.example.com\r\n" +
+		"Content-Type: application/json\r\nContent-Length: 11\r\nExpect: 100-continue\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	var resp fasthttp.Response
+	if err := resp.Read(bufio.NewReader(c)); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode() != 413 || !bytes.Contains(resp.Body(), []byte(`"Payload size exceeds the limit of 10 bytes"`)) {
+		t.Fatalf("answer %d %s", resp.StatusCode(), resp.Body())
+	}
+	if got := string(resp.Header.Peek("Access-Control-Allow-Origin")); got != "https://app.example.com" {
+		t.Fatalf("Access-Control-Allow-Origin %q", got)
+	}
+	if got := counterValue(t, prerouting) - before; got != 1 {
+		t.Fatalf("prerouting 413s counted: %d, want 1", got)
+	}
+	// A body within the limit is invited as before.
+	if st := s.ExpectHandler(expectCtx(10)); st != fasthttp.StatusContinue {
+		t.Fatalf("a body within the limit: %d", st)
+	}
+}
+
+func expectCtx(length int) *fasthttp.RequestCtx {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("POST")
+	ctx.Request.Header.SetContentLength(length)
+	return &ctx
 }

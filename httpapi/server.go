@@ -199,6 +199,21 @@ func (s *Server) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	s.countPrerouting(ctx, err == fasthttp.ErrBodyTooLarge)
 }
 
+// ExpectHandler is fasthttp.Server.ExpectHandler: a request with "Expect:
+// 100-continue" announcing a body over the limit is refused before the client
+// sends it (fasthttp would invite the body, then 413). fasthttp then calls
+// neither the handler nor ErrorHandler, so the refusal goes through
+// ErrorHandler here: the same JSON 413 with its CORS headers, counted under
+// route="prerouting" and against its device, as a body sent over the limit
+// (curl asks 100-continue for every body over 1 MiB).
+func (s *Server) ExpectHandler(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() > s.maxBodySize() {
+		s.ErrorHandler(ctx, fasthttp.ErrBodyTooLarge)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
+}
+
 // countPrerouting counts a request answered by ErrorHandler, which no route
 // (and so no instrument) saw, under route="prerouting". A telemetry body over
 // the limit also counts against its device's ingest statistics, as a

@@ -169,15 +169,11 @@ func Start(cfg config.Config, log *slog.Logger) (*Node, error) {
 			return bodyTimeout
 		},
 		// "Expect: 100-continue" with a body over the limit is refused before
-		// the client sends it (fasthttp would invite the body, then 413).
-		ExpectHandler: func(ctx *fasthttp.RequestCtx) int {
-			if ctx.Request.Header.ContentLength() > cfg.Limits.MaxBodySize {
-				return fasthttp.StatusRequestEntityTooLarge
-			}
-			return fasthttp.StatusContinue
-		},
-		WriteTimeout: time.Duration(cfg.HTTP.WriteTimeout) * time.Millisecond,
-		IdleTimeout:  time.Duration(cfg.HTTP.IdleTimeout) * time.Millisecond,
+		// the client sends it, answered and counted as ErrorHandler answers a
+		// body sent over it.
+		ExpectHandler: api.ExpectHandler,
+		WriteTimeout:  time.Duration(cfg.HTTP.WriteTimeout) * time.Millisecond,
+		IdleTimeout:   time.Duration(cfg.HTTP.IdleTimeout) * time.Millisecond,
 		// Responses written while shutting down close their connection, so a client
 		// reconnects (to another node) instead of reusing it.
 		CloseOnShutdown: true,
