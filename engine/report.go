@@ -328,8 +328,14 @@ func (e *Engine) dimensions(ctx context.Context, tenant uuid.UUID, devices []*De
 			for _, c := range cs {
 				owners[c.ID.ID] = c.Title
 			}
-			if t, err := getRecord[Tenant](ctx, e, kindTenant, tenant); err == nil {
+			// A tenant gone meanwhile has no title; any other failure (the
+			// store down, the report cancelled) fails the report rather than
+			// answer its devices' owner blank.
+			switch t, err := getRecord[Tenant](ctx, e, kindTenant, tenant); {
+			case err == nil:
 				tenantTitle = t.Title
+			case !errors.Is(err, storage.ErrNotFound):
+				return nil, err
 			}
 		}
 	}

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,4 +352,55 @@ func TestReportOneGroup(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c.what, got, c.want)
 		}
 	}
+}
+
+// TestReportOwnerTitleUnread: a report whose owner column cannot read the
+// tenant's title (the store failing, the report cancelled) fails; it does not
+// answer the devices without a customer with a blank owner.
+func TestReportOwnerTitleUnread(t *testing.T) {
+	te := newTestEngine(t)
+	ctx := context.Background()
+	admin := te.tenantAdmin(t)
+	if _, err := te.SaveDeviceProfile(ctx, admin, &DeviceProfile{Name: "meter"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.SaveDevice(ctx, admin, &Device{Name: "m1", Type: "meter"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	day := ViewRange{Type: "ABSOLUTE", StartTs: ms(t, "2024-01-01T00:00:00Z"), EndTs: ms(t, "2024-01-02T00:00:00Z")}
+	v, err := te.SaveView(ctx, admin, &View{Name: "owners", Source: ViewSource{DeviceProfile: "meter"}, Range: day, Fields: []ViewField{
+		{Label: "o", Source: SourceOwner}, {Label: "c", Source: SourceTelemetry, Key: "e", Aggregation: "COUNT"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	te.store = &failTenantAfterCustomers{Backend: te.store}
+	if rep, err := te.BuildReport(ctx, admin, ReportRequest{ViewConfigID: v.ID.ID.String()}); err == nil {
+		b, _ := rep.MarshalJSON()
+		t.Fatalf("a report whose tenant title could not be read: %s, want an error", b)
+	}
+}
+
+// failTenantAfterCustomers fails the reads of tenants that follow a list of
+// customers (the report's owner column reads them in that order).
+type failTenantAfterCustomers struct {
+	storage.Backend
+	armed atomic.Bool
+}
+
+func (s *failTenantAfterCustomers) List(ctx context.Context, kind string, owner uuid.UUID) ([]storage.Record, error) {
+	if kind == kindCustomer {
+		s.armed.Store(true)
+	}
+	return s.Backend.List(ctx, kind, owner)
+}
+
+func (s *failTenantAfterCustomers) Report(ctx context.Context, q storage.ReportQuery) ([]storage.ReportRow, error) {
+	return s.Backend.(storage.Reporter).Report(ctx, q)
+}
+
+func (s *failTenantAfterCustomers) Get(ctx context.Context, kind string, id uuid.UUID) (storage.Record, error) {
+	if kind == kindTenant && s.armed.Load() {
+		return storage.Record{}, errors.New("injected failure")
+	}
+	return s.Backend.Get(ctx, kind, id)
 }
