@@ -456,7 +456,21 @@ func writeAtomic(path string, mode os.FileMode, fn func(io.Writer) error) (err e
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// syncDir makes a rename in dir survive a power cut. Best effort: the file is
+// whole either way (the old one or the new), and some systems (Windows) open
+// no directory to sync.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }
 
 // watch calls stop at the first signal of sigs and closes abort at the second,
