@@ -106,22 +106,9 @@ func TestSharedPollResync(t *testing.T) {
 // Nothing must have cached the token before the poll started.
 func (te *testEngine) resyncSeen(t *testing.T, token, what string) {
 	t.Helper()
-	cached := func() {
-		t.Helper()
-		deadline := time.Now().Add(pollDeadline)
-		for {
-			if _, ok := te.CachedDeviceByToken(token); ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the poll did not look again", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	cached() // the poll's first look, after it took the resync channel
+	te.tokenCached(t, token, what) // the poll's first look, after it took the resync channel
 	te.DropCaches()
-	cached()
+	te.tokenCached(t, token, what+" (again)")
 }
 
 // tokenCached waits until the device's token is in the token cache: an open

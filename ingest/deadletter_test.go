@@ -286,24 +286,8 @@ func TestDeadLetterWriteRoundTrip(t *testing.T) {
 // ClickHouse, twice: the rows read back once each, with the versions the spool
 // gave them.
 func TestDeadLetterReplayClickHouse(t *testing.T) {
-	addr := testenv.Service(t, "CLICKHOUSE_ADDR")[0]
-	var b [6]byte
-	rand.Read(b[:])
-	db := "sluice_test_deadletter_" + hex.EncodeToString(b[:])
+	store, conn, db := openClickHouseTest(t)
 	ctx := context.Background()
-	store, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{addr}, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chdriver.Open(&chdriver.Options{Addr: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		store.Close()
-		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-		conn.Close()
-	})
 
 	dir := t.TempDir()
 	id := uuid.New()
@@ -432,24 +416,8 @@ func TestDeadLetterPlaceLostTemp(t *testing.T) {
 // acknowledged hides them in a real ClickHouse however late they are replayed,
 // and when replayed again, as README.md says of a second replay.
 func TestDeadLetterReplayClickHouseAfterDelete(t *testing.T) {
-	addr := testenv.Service(t, "CLICKHOUSE_ADDR")[0]
-	var b [6]byte
-	rand.Read(b[:])
-	db := "sluice_test_deadletter_del_" + hex.EncodeToString(b[:])
+	store, _, _ := openClickHouseTest(t)
 	ctx := context.Background()
-	store, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{addr}, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chdriver.Open(&chdriver.Options{Addr: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		store.Close()
-		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
-		conn.Close()
-	})
 
 	dir := t.TempDir()
 	id := uuid.New()
@@ -481,4 +449,30 @@ func TestDeadLetterReplayClickHouseAfterDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// openClickHouseTest opens a store on a fresh database of the test ClickHouse,
+// and a plain connection to look into it; the database is dropped at the end
+// of the test.
+func openClickHouseTest(t *testing.T) (*clickhouse.Store, chdriver.Conn, string) {
+	t.Helper()
+	addr := testenv.Service(t, "CLICKHOUSE_ADDR")[0]
+	var b [6]byte
+	rand.Read(b[:])
+	db := "sluice_test_deadletter_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	store, err := clickhouse.Open(ctx, clickhouse.Options{Addrs: []string{addr}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := chdriver.Open(&chdriver.Options{Addr: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		store.Close()
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+		conn.Close()
+	})
+	return store, conn, db
 }
