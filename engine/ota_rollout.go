@@ -340,14 +340,6 @@ func (e *Engine) beatRollout(ctx context.Context, r *otaRollout) error {
 	return errChangedMeanwhile
 }
 
-// dropRollout deletes the record of r (nil: none) for a save that wrote
-// nothing: there is nothing to roll out.
-func (e *Engine) dropRollout(ctx context.Context, r *otaRollout) {
-	if r != nil {
-		e.finishRollout(ctx, r)
-	}
-}
-
 // finishRollout deletes the record of r, done. A takeover between the read
 // and the delete loses its record with it, but the rollout it took over is
 // done.

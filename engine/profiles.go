@@ -469,11 +469,11 @@ func (e *Engine) updateProfile(ctx context.Context, p *Principal, in *DeviceProf
 			return nil, err
 		}
 		err = e.writeProfile(ctx, &profileRecord{DeviceProfile: dp, deletionMarks: rec.deletionMarks, Promoting: rec.Promoting}, &prev)
-		if unwritten(err) {
-			// The record goes (a try again writes its own): left behind it
-			// would cost a takeover of the tenant's devices. A failure that
-			// may come after the write keeps it, for the takeover to finish.
-			e.dropRollout(ctx, rollout)
+		if rollout != nil && unwritten(err) {
+			// Nothing to roll out: the record goes (a try again writes its
+			// own), for left behind it would cost a takeover of the tenant's
+			// devices. A failure that may come after the write keeps it.
+			e.finishRollout(ctx, rollout)
 		}
 		switch {
 		case errors.Is(err, storage.ErrChanged):
